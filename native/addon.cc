@@ -1,0 +1,285 @@
+// N-API front of the addon: the Socket class (async batch and dump, off the JS thread),
+// sync encode/decode for tests, errno names and UAPI constants.
+#include <napi.h>
+
+#include <memory>
+
+#include "codec.h"
+#include "constants.h"
+#include "socket.h"
+
+namespace kip {
+namespace {
+
+Napi::Error makeError(Napi::Env env, const std::string& code, int err, const std::string& message) {
+  Napi::Error e = Napi::Error::New(env, message);
+  e.Set("code", code);
+  if (err) e.Set("errno", Napi::Number::New(env, err));
+  return e;
+}
+
+Napi::Error sysError(Napi::Env env, const SysError& e) {
+  Napi::Error err = makeError(env, errnoName(e.err), e.err, std::string(e.syscall) + ": " + strerror(e.err));
+  err.Set("syscall", e.syscall);
+  return err;
+}
+
+const RootSchema& rootArg(const Napi::Value& v) {
+  if (!v.IsString()) throw CodecError("schema: expected a string");
+  std::string name = v.As<Napi::String>().Utf8Value();
+  const RootSchema* r = findRootSchema(name.c_str());
+  if (!r) throw CodecError("unknown schema " + name);
+  return *r;
+}
+
+// Encodes requests (an array of message objects) into one buffer; records message offsets.
+void encodeAll(Napi::Env env, const RootSchema& root, Napi::Array reqs, Builder& b, std::vector<size_t>& offsets,
+               uint16_t extraFlags) {
+  offsets.reserve(reqs.Length());
+  for (uint32_t i = 0; i < reqs.Length(); i++) {
+    Napi::Value v = reqs.Get(i);
+    if (!v.IsObject()) throw CodecError("request " + std::to_string(i) + ": expected an object");
+    try {
+      size_t at = encodeMessage(env, b, root, v.As<Napi::Object>(), 0, 0);
+      reinterpret_cast<nlmsghdr*>(b.at(at))->nlmsg_flags |= extraFlags;
+      offsets.push_back(at);
+    } catch (const CodecError& e) {
+      throw CodecError("request " + std::to_string(i) + ": " + e.what());
+    }
+  }
+}
+
+Napi::Array decodeReplies(Napi::Env env, const RootSchema& root, const std::vector<std::vector<uint8_t>>& msgs) {
+  Napi::Array arr = Napi::Array::New(env, msgs.size());
+  for (size_t i = 0; i < msgs.size(); i++) arr.Set(uint32_t(i), decodeMessage(env, root, msgs[i].data(), msgs[i].size()));
+  return arr;
+}
+
+// A socket call off the JS thread; settles a promise.
+class SocketWorker : public Napi::AsyncWorker {
+ public:
+  SocketWorker(Napi::Env env, std::shared_ptr<NlSocket> sock, const RootSchema& root)
+      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), sock_(std::move(sock)), root_(root) {}
+  Napi::Promise promise() { return deferred_.Promise(); }
+  Builder builder;
+  std::vector<size_t> offsets;
+
+ protected:
+  void Execute() override {
+    try {
+      run();
+    } catch (const SysError& e) {
+      failed_ = true;
+      sysErr_ = e.err;
+      sysCall_ = e.syscall;
+    } catch (const CodecError& e) {
+      SetError(e.what());
+    }
+  }
+  void OnOK() override {
+    Napi::Env env = Env();
+    Napi::HandleScope scope(env);
+    if (failed_) {
+      deferred_.Reject(sysError(env, SysError(sysErr_, sysCall_)).Value());
+      return;
+    }
+    try {
+      deferred_.Resolve(result(env));
+    } catch (const CodecError& e) {
+      deferred_.Reject(makeError(env, "EBADMSG", EBADMSG, std::string("malformed reply: ") + e.what()).Value());
+    }
+  }
+  void OnError(const Napi::Error& e) override {
+    deferred_.Reject(makeError(Env(), "EBADMSG", EBADMSG, std::string("malformed reply: ") + e.Message()).Value());
+  }
+  virtual void run() = 0;
+  virtual Napi::Value result(Napi::Env env) = 0;
+
+  Napi::Promise::Deferred deferred_;
+  std::shared_ptr<NlSocket> sock_;
+  const RootSchema& root_;
+
+ private:
+  bool failed_ = false;
+  int sysErr_ = 0;
+  const char* sysCall_ = "";
+};
+
+class BatchWorker : public SocketWorker {
+ public:
+  using SocketWorker::SocketWorker;
+  BatchLimits limits;
+
+ protected:
+  void run() override { sock_->batch(builder.bytes(), offsets, results_, limits); }
+  Napi::Value result(Napi::Env env) override {
+    Napi::Array arr = Napi::Array::New(env, results_.size());
+    for (size_t i = 0; i < results_.size(); i++) {
+      const OpResult& r = results_[i];
+      Napi::Object o = Napi::Object::New(env);
+      o.Set("errno", r.err);
+      if (r.err) o.Set("code", errnoName(r.err));
+      if (!r.extAck.empty()) o.Set("extAck", r.extAck);
+      if (!r.replies.empty()) o.Set("replies", decodeReplies(env, root_, r.replies));
+      arr.Set(uint32_t(i), o);
+    }
+    return arr;
+  }
+
+ private:
+  std::vector<OpResult> results_;
+};
+
+class DumpWorker : public SocketWorker {
+ public:
+  using SocketWorker::SocketWorker;
+
+ protected:
+  void run() override { msgs_ = sock_->dump(builder.bytes()); }
+  Napi::Value result(Napi::Env env) override { return decodeReplies(env, root_, msgs_); }
+
+ private:
+  std::vector<std::vector<uint8_t>> msgs_;
+};
+
+// JS class Socket(protocol): batch(schema, requests, limits?), dump(schema, request), close().
+class Socket : public Napi::ObjectWrap<Socket> {
+ public:
+  static Napi::Function Init(Napi::Env env) {
+    return DefineClass(env, "Socket",
+                       {InstanceMethod<&Socket::Batch>("batch"), InstanceMethod<&Socket::Dump>("dump"),
+                        InstanceMethod<&Socket::Close>("close"), InstanceAccessor<&Socket::PortId>("portId")});
+  }
+  explicit Socket(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Socket>(info) {
+    Napi::Env env = info.Env();
+    if (!info[0].IsNumber()) {
+      makeError(env, "ERR_INVALID_ARG_TYPE", 0, "protocol: expected a number").ThrowAsJavaScriptException();
+      return;
+    }
+    try {
+      sock_ = std::make_shared<NlSocket>(info[0].As<Napi::Number>().Int32Value());
+    } catch (const SysError& e) {
+      sysError(env, e).ThrowAsJavaScriptException();
+    }
+  }
+
+ private:
+  template <typename W>
+  W* prepare(const Napi::CallbackInfo& info, uint16_t extraFlags, bool single) {
+    Napi::Env env = info.Env();
+    if (!sock_) throw makeError(env, "EBADF", EBADF, "socket is closed");
+    try {
+      const RootSchema& root = rootArg(info[0]);
+      auto* w = new W(env, sock_, root);
+      try {
+        Napi::Array reqs;
+        if (single) {
+          reqs = Napi::Array::New(env, 1);
+          reqs.Set(0u, info[1]);
+        } else {
+          if (!info[1].IsArray()) throw CodecError("requests: expected an array");
+          reqs = info[1].As<Napi::Array>();
+        }
+        encodeAll(env, root, reqs, w->builder, w->offsets, extraFlags);
+      } catch (...) {
+        delete w;
+        throw;
+      }
+      return w;
+    } catch (const CodecError& e) {
+      throw makeError(env, "ERR_NETLINK_ENCODE", 0, e.what());
+    }
+  }
+
+  Napi::Value Batch(const Napi::CallbackInfo& info) {
+    auto* w = prepare<BatchWorker>(info, NLM_F_ACK, false);
+    if (info[2].IsObject()) {
+      Napi::Object o = info[2].As<Napi::Object>();
+      if (o.Get("maxMessages").IsNumber()) w->limits.maxMessages = o.Get("maxMessages").As<Napi::Number>().Uint32Value();
+      if (o.Get("maxBytes").IsNumber()) w->limits.maxBytes = o.Get("maxBytes").As<Napi::Number>().Uint32Value();
+      if (w->limits.maxMessages == 0) w->limits.maxMessages = 1;
+    }
+    Napi::Promise p = w->promise();
+    w->Queue();
+    return p;
+  }
+  Napi::Value Dump(const Napi::CallbackInfo& info) {
+    auto* w = prepare<DumpWorker>(info, NLM_F_DUMP, true);
+    Napi::Promise p = w->promise();
+    w->Queue();
+    return p;
+  }
+  Napi::Value Close(const Napi::CallbackInfo& info) {
+    if (sock_) sock_->close();
+    sock_.reset();
+    return info.Env().Undefined();
+  }
+  Napi::Value PortId(const Napi::CallbackInfo& info) {
+    return Napi::Number::New(info.Env(), sock_ ? sock_->portId() : 0);
+  }
+
+  std::shared_ptr<NlSocket> sock_;
+};
+
+// encode(schema, requests, firstSeq = 1, pid = 0): Buffer — messages as they would be sent.
+Napi::Value Encode(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  try {
+    const RootSchema& root = rootArg(info[0]);
+    if (!info[1].IsArray()) throw CodecError("requests: expected an array");
+    uint32_t seq = info[2].IsNumber() ? info[2].As<Napi::Number>().Uint32Value() : 1;
+    uint32_t pid = info[3].IsNumber() ? info[3].As<Napi::Number>().Uint32Value() : 0;
+    Builder b;
+    std::vector<size_t> offsets;
+    encodeAll(env, root, info[1].As<Napi::Array>(), b, offsets, 0);
+    for (size_t i = 0; i < offsets.size(); i++) {
+      auto* h = reinterpret_cast<nlmsghdr*>(b.at(offsets[i]));
+      h->nlmsg_seq = seq + uint32_t(i);
+      h->nlmsg_pid = pid;
+    }
+    return Napi::Buffer<uint8_t>::Copy(env, b.bytes().data(), b.size());
+  } catch (const CodecError& e) {
+    throw makeError(env, "ERR_NETLINK_ENCODE", 0, e.what());
+  }
+}
+
+// decode(schema, buffer): the messages in a datagram (data, NLMSG_ERROR and NLMSG_DONE).
+Napi::Value Decode(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  try {
+    const RootSchema& root = rootArg(info[0]);
+    if (!info[1].IsTypedArray()) throw CodecError("buffer: expected a Buffer");
+    auto buf = info[1].As<Napi::Uint8Array>();
+    return decodeStream(env, root, buf.Data(), buf.ByteLength());
+  } catch (const CodecError& e) {
+    throw makeError(env, "EBADMSG", EBADMSG, std::string("malformed message: ") + e.what());
+  }
+}
+
+Napi::Value ErrnoName(const Napi::CallbackInfo& info) {
+  return Napi::String::New(info.Env(), errnoName(info[0].As<Napi::Number>().Int32Value()));
+}
+
+Napi::Value SchemaNames(const Napi::CallbackInfo& info) {
+  size_t n = 0;
+  const RootSchema* const* roots = allRootSchemas(&n);
+  Napi::Array arr = Napi::Array::New(info.Env(), n);
+  for (size_t i = 0; i < n; i++) arr.Set(uint32_t(i), roots[i]->name);
+  return arr;
+}
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("Socket", Socket::Init(env));
+  exports.Set("encode", Napi::Function::New<Encode>(env, "encode"));
+  exports.Set("decode", Napi::Function::New<Decode>(env, "decode"));
+  exports.Set("errnoName", Napi::Function::New<ErrnoName>(env, "errnoName"));
+  exports.Set("schemaNames", Napi::Function::New<SchemaNames>(env, "schemaNames"));
+  exports.Set("constants", constants(env));
+  return exports;
+}
+
+}  // namespace
+}  // namespace kip
+
+static Napi::Object InitModule(Napi::Env env, Napi::Object exports) { return kip::Init(env, exports); }
+NODE_API_MODULE(kube_ipvs_proxy, InitModule)

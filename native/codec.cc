@@ -1,0 +1,344 @@
+#include "codec.h"
+
+#include <arpa/inet.h>
+#include <linux/netfilter/ipset/ip_set.h>
+#include <linux/netlink.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+namespace kip {
+namespace {
+
+std::string fieldPath(const std::string& path, const char* name) {
+  return path.empty() ? std::string(name) : path + "." + name;
+}
+
+uint64_t toUnsigned(Napi::Value v, uint64_t max, const std::string& path) {
+  if (v.IsBigInt()) {
+    bool lossless = false;
+    uint64_t n = v.As<Napi::BigInt>().Uint64Value(&lossless);
+    if (!lossless || n > max) throw CodecError(path + ": integer out of range");
+    return n;
+  }
+  if (!v.IsNumber()) throw CodecError(path + ": expected a number");
+  double d = v.As<Napi::Number>().DoubleValue();
+  if (!std::isfinite(d) || d < 0 || std::floor(d) != d || d > double(max))
+    throw CodecError(path + ": expected an integer in [0, " + std::to_string(max) + "]");
+  return uint64_t(d);
+}
+
+void encodeAttrs(Napi::Env env, Builder& b, const Schema& schema, Napi::Object obj, const std::string& path);
+
+void encodeValue(Napi::Env env, Builder& b, const AttrSpec& s, uint16_t type, Napi::Value v,
+                 const std::string& path) {
+  type |= s.encodeFlags;
+  switch (s.kind) {
+    case Kind::U8: {
+      uint8_t x = uint8_t(toUnsigned(v, 0xff, path));
+      b.put(type, &x, 1);
+      break;
+    }
+    case Kind::U16: {
+      uint16_t x = uint16_t(toUnsigned(v, 0xffff, path));
+      b.put(type, &x, 2);
+      break;
+    }
+    case Kind::U32: {
+      uint32_t x = uint32_t(toUnsigned(v, 0xffffffffu, path));
+      b.put(type, &x, 4);
+      break;
+    }
+    case Kind::U64: {
+      uint64_t x = toUnsigned(v, UINT64_MAX, path);
+      b.put(type, &x, 8);
+      break;
+    }
+    case Kind::BE16: {
+      uint16_t x = htons(uint16_t(toUnsigned(v, 0xffff, path)));
+      b.put(type, &x, 2);
+      break;
+    }
+    case Kind::BE32: {
+      uint32_t x = htonl(uint32_t(toUnsigned(v, 0xffffffffu, path)));
+      b.put(type, &x, 4);
+      break;
+    }
+    case Kind::STRING: {
+      if (!v.IsString()) throw CodecError(path + ": expected a string");
+      std::string str = v.As<Napi::String>().Utf8Value();
+      if (str.find('\0') != std::string::npos) throw CodecError(path + ": string contains NUL");
+      if (s.maxLen && str.size() > s.maxLen)
+        throw CodecError(path + ": longer than " + std::to_string(s.maxLen) + " bytes");
+      b.put(type, str.c_str(), str.size() + 1);
+      break;
+    }
+    case Kind::BINARY: {
+      if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
+        throw CodecError(path + ": expected a Buffer");
+      auto buf = v.As<Napi::Uint8Array>();
+      if ((s.maxLen && buf.ByteLength() > s.maxLen) || buf.ByteLength() < s.minLen)
+        throw CodecError(path + ": wrong length " + std::to_string(buf.ByteLength()));
+      b.put(type, buf.Data(), buf.ByteLength());
+      break;
+    }
+    case Kind::NESTED: {
+      if (!v.IsObject()) throw CodecError(path + ": expected an object");
+      size_t at = b.beginNest(type);
+      encodeAttrs(env, b, *s.nested, v.As<Napi::Object>(), path);
+      b.endNest(at);
+      break;
+    }
+    case Kind::LIST: {
+      if (!v.IsArray()) throw CodecError(path + ": expected an array");
+      auto arr = v.As<Napi::Array>();
+      size_t at = b.beginNest(type);
+      for (uint32_t i = 0; i < arr.Length(); i++) {
+        uint16_t et = s.element->type ? s.element->type : uint16_t(i + 1);
+        encodeValue(env, b, *s.element, et, arr.Get(i), path + "[" + std::to_string(i) + "]");
+      }
+      b.endNest(at);
+      break;
+    }
+    case Kind::FLAG: {
+      if (!v.IsBoolean()) throw CodecError(path + ": expected a boolean");
+      if (v.As<Napi::Boolean>().Value()) b.put(type, nullptr, 0);
+      break;
+    }
+  }
+}
+
+void encodeAttrs(Napi::Env env, Builder& b, const Schema& schema, Napi::Object obj, const std::string& path) {
+  for (size_t i = 0; i < schema.count; i++) {
+    const AttrSpec& s = schema.attrs[i];
+    Napi::Value v = obj.Get(s.name);
+    if (v.IsUndefined() || v.IsNull()) continue;
+    encodeValue(env, b, s, s.type, v, fieldPath(path, s.name));
+  }
+}
+
+template <typename T>
+T readAs(const Attr& a, const std::string& path) {
+  if (a.len != sizeof(T)) throw CodecError(path + ": expected " + std::to_string(sizeof(T)) + " bytes, got " +
+                                           std::to_string(a.len));
+  T x;
+  std::memcpy(&x, a.data, sizeof x);
+  return x;
+}
+
+Napi::Object decodeAttrs(Napi::Env env, const Schema& schema, const uint8_t* p, size_t len, const std::string& path);
+
+Napi::Value decodeValue(Napi::Env env, const AttrSpec& s, const Attr& a, const std::string& path) {
+  switch (s.kind) {
+    case Kind::U8: return Napi::Number::New(env, readAs<uint8_t>(a, path));
+    case Kind::U16: return Napi::Number::New(env, readAs<uint16_t>(a, path));
+    case Kind::U32: return Napi::Number::New(env, readAs<uint32_t>(a, path));
+    case Kind::U64: return Napi::BigInt::New(env, readAs<uint64_t>(a, path));
+    case Kind::BE16: return Napi::Number::New(env, ntohs(readAs<uint16_t>(a, path)));
+    case Kind::BE32: return Napi::Number::New(env, ntohl(readAs<uint32_t>(a, path)));
+    case Kind::STRING: {
+      const char* c = reinterpret_cast<const char*>(a.data);
+      size_t n = strnlen(c, a.len);
+      return Napi::String::New(env, c, n);
+    }
+    case Kind::BINARY: {
+      if (a.len < s.minLen || (s.maxLen && a.len > s.maxLen))
+        throw CodecError(path + ": wrong length " + std::to_string(a.len));
+      return Napi::Buffer<uint8_t>::Copy(env, a.data, a.len);
+    }
+    case Kind::NESTED: return decodeAttrs(env, *s.nested, a.data, a.len, path);
+    case Kind::LIST: {
+      Napi::Array arr = Napi::Array::New(env);
+      AttrReader r(a.data, a.len);
+      Attr child;
+      uint32_t i = 0;
+      while (r.next(child)) {
+        if (s.element->type && child.type != s.element->type) continue;
+        arr.Set(i, decodeValue(env, *s.element, child, path + "[" + std::to_string(i) + "]"));
+        i++;
+      }
+      return arr;
+    }
+    case Kind::FLAG: return Napi::Boolean::New(env, true);
+  }
+  return env.Undefined();
+}
+
+Napi::Object decodeAttrs(Napi::Env env, const Schema& schema, const uint8_t* p, size_t len, const std::string& path) {
+  Napi::Object obj = Napi::Object::New(env);
+  AttrReader r(p, len);
+  Attr a;
+  while (r.next(a)) {
+    const AttrSpec* s = schema.byType(a.type);
+    if (!s) continue;  // newer kernels add attributes: ignore what we do not know
+    obj.Set(s->name, decodeValue(env, *s, a, fieldPath(path, s->name)));
+  }
+  return obj;
+}
+
+void encodeHeader(Builder& b, const HeaderSpec& h, Napi::Value v) {
+  size_t at = b.reserve(h.size);
+  if (!b.ok() || v.IsUndefined() || v.IsNull()) return;
+  if (!v.IsObject()) throw CodecError("header: expected an object");
+  Napi::Object obj = v.As<Napi::Object>();
+  for (size_t i = 0; i < h.count; i++) {
+    const HeaderField& f = h.fields[i];
+    Napi::Value fv = obj.Get(f.name);
+    if (fv.IsUndefined()) continue;
+    std::string path = fieldPath("header", f.name);
+    uint8_t* dst = b.at(at + f.offset);
+    switch (f.kind) {
+      case Kind::U8: *dst = uint8_t(toUnsigned(fv, 0xff, path)); break;
+      case Kind::U16: { uint16_t x = uint16_t(toUnsigned(fv, 0xffff, path)); std::memcpy(dst, &x, 2); break; }
+      case Kind::BE16: { uint16_t x = htons(uint16_t(toUnsigned(fv, 0xffff, path))); std::memcpy(dst, &x, 2); break; }
+      case Kind::U32: { uint32_t x = uint32_t(toUnsigned(fv, 0xffffffffu, path)); std::memcpy(dst, &x, 4); break; }
+      default: throw CodecError(path + ": unsupported header field kind");
+    }
+  }
+}
+
+Napi::Object decodeHeader(Napi::Env env, const HeaderSpec& h, const uint8_t* p) {
+  Napi::Object obj = Napi::Object::New(env);
+  for (size_t i = 0; i < h.count; i++) {
+    const HeaderField& f = h.fields[i];
+    const uint8_t* src = p + f.offset;
+    uint32_t val = 0;
+    switch (f.kind) {
+      case Kind::U8: val = *src; break;
+      case Kind::U16: { uint16_t x; std::memcpy(&x, src, 2); val = x; break; }
+      case Kind::BE16: { uint16_t x; std::memcpy(&x, src, 2); val = ntohs(x); break; }
+      case Kind::U32: std::memcpy(&val, src, 4); break;
+      default: break;
+    }
+    obj.Set(f.name, Napi::Number::New(env, val));
+  }
+  return obj;
+}
+
+}  // namespace
+
+size_t encodeMessage(Napi::Env env, Builder& b, const RootSchema& root, Napi::Object req, uint32_t seq,
+                     uint32_t pid) {
+  uint16_t type = uint16_t(toUnsigned(req.Get("type"), 0xffff, "type"));
+  Napi::Value fl = req.Get("flags");
+  uint16_t flags = uint16_t(fl.IsUndefined() ? 0 : toUnsigned(fl, 0xffff, "flags"));
+  size_t at = b.beginMessage(type, uint16_t(flags | NLM_F_REQUEST), seq, pid);
+  encodeHeader(b, *root.header, req.Get("header"));
+  Napi::Value attrs = req.Get("attrs");
+  if (!attrs.IsUndefined() && !attrs.IsNull()) {
+    if (!attrs.IsObject()) throw CodecError("attrs: expected an object");
+    encodeAttrs(env, b, *root.attrs, attrs.As<Napi::Object>(), "");
+  }
+  if (!b.ok()) throw CodecError("message too large");
+  b.endMessage(at);
+  return at;
+}
+
+Napi::Object decodeMessage(Napi::Env env, const RootSchema& root, const uint8_t* msg, size_t len) {
+  MessageReader r(msg, len);
+  Message m;
+  if (!r.next(m)) throw CodecError("empty message");
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("type", m.hdr.nlmsg_type);
+  out.Set("flags", m.hdr.nlmsg_flags);
+  out.Set("seq", m.hdr.nlmsg_seq);
+  out.Set("pid", m.hdr.nlmsg_pid);
+  if (m.payloadLen < root.header->size) throw CodecError("message shorter than its fixed header");
+  out.Set("header", decodeHeader(env, *root.header, m.payload));
+  size_t hl = align4(root.header->size);
+  const uint8_t* ap = m.payload + std::min(hl, m.payloadLen);
+  size_t alen = m.payloadLen - std::min(hl, m.payloadLen);
+  out.Set("attrs", decodeAttrs(env, *root.attrs, ap, alen, ""));
+  return out;
+}
+
+ErrorInfo parseError(const Message& m) {
+  ErrorInfo info;
+  if (m.payloadLen < sizeof(nlmsgerr)) throw CodecError("truncated NLMSG_ERROR");
+  nlmsgerr e;
+  std::memcpy(&e, m.payload, sizeof e);
+  info.err = -e.error;
+  if (!(m.hdr.nlmsg_flags & NLM_F_ACK_TLVS)) return info;
+  size_t off = sizeof(nlmsgerr);
+  if (!(m.hdr.nlmsg_flags & NLM_F_CAPPED)) off += e.msg.nlmsg_len >= NLMSG_HDRLEN ? e.msg.nlmsg_len - NLMSG_HDRLEN : 0;
+  off = align4(off);
+  if (off > m.payloadLen) throw CodecError("NLMSG_ERROR TLVs out of bounds");
+  AttrReader r(m.payload + off, m.payloadLen - off);
+  Attr a;
+  while (r.next(a)) {
+    if (a.type == NLMSGERR_ATTR_MSG)
+      info.extAck.assign(reinterpret_cast<const char*>(a.data), strnlen(reinterpret_cast<const char*>(a.data), a.len));
+    else if (a.type == NLMSGERR_ATTR_OFFS && a.len == 4) {
+      uint32_t o;
+      std::memcpy(&o, a.data, 4);
+      info.extAckOffset = o;
+    }
+  }
+  return info;
+}
+
+Napi::Array decodeStream(Napi::Env env, const RootSchema& root, const uint8_t* p, size_t len) {
+  Napi::Array arr = Napi::Array::New(env);
+  MessageReader r(p, len);
+  Message m;
+  uint32_t i = 0;
+  while (r.next(m)) {
+    const uint8_t* start = m.payload - NLMSG_HDRLEN;
+    if (m.hdr.nlmsg_type == NLMSG_ERROR || m.hdr.nlmsg_type == NLMSG_DONE) {
+      Napi::Object o = Napi::Object::New(env);
+      o.Set("type", m.hdr.nlmsg_type);
+      o.Set("flags", m.hdr.nlmsg_flags);
+      o.Set("seq", m.hdr.nlmsg_seq);
+      o.Set("pid", m.hdr.nlmsg_pid);
+      if (m.hdr.nlmsg_type == NLMSG_ERROR) {
+        ErrorInfo info = parseError(m);
+        o.Set("errno", info.err);
+        if (!info.extAck.empty()) o.Set("extAck", info.extAck);
+      } else {
+        int32_t st = 0;
+        if (m.payloadLen >= 4) std::memcpy(&st, m.payload, 4);
+        o.Set("errno", -st);
+      }
+      arr.Set(i++, o);
+      continue;
+    }
+    arr.Set(i++, decodeMessage(env, root, start, m.hdr.nlmsg_len));
+  }
+  return arr;
+}
+
+std::string errnoName(int err) {
+  if (err == 0) return "OK";
+  switch (err) {
+#define IPSET_NAME(x) \
+  case x: return #x;
+    IPSET_NAME(IPSET_ERR_PROTOCOL)
+    IPSET_NAME(IPSET_ERR_FIND_TYPE)
+    IPSET_NAME(IPSET_ERR_MAX_SETS)
+    IPSET_NAME(IPSET_ERR_BUSY)
+    IPSET_NAME(IPSET_ERR_EXIST_SETNAME2)
+    IPSET_NAME(IPSET_ERR_TYPE_MISMATCH)
+    IPSET_NAME(IPSET_ERR_EXIST)
+    IPSET_NAME(IPSET_ERR_INVALID_CIDR)
+    IPSET_NAME(IPSET_ERR_INVALID_NETMASK)
+    IPSET_NAME(IPSET_ERR_INVALID_FAMILY)
+    IPSET_NAME(IPSET_ERR_TIMEOUT)
+    IPSET_NAME(IPSET_ERR_REFERENCED)
+    IPSET_NAME(IPSET_ERR_IPADDR_IPV4)
+    IPSET_NAME(IPSET_ERR_IPADDR_IPV6)
+    IPSET_NAME(IPSET_ERR_COUNTER)
+    IPSET_NAME(IPSET_ERR_COMMENT)
+    IPSET_NAME(IPSET_ERR_INVALID_MARKMASK)
+    IPSET_NAME(IPSET_ERR_SKBINFO)
+#undef IPSET_NAME
+    default: break;
+  }
+  // Set-type-specific codes overlap between types; the TS ipset layer names them with the set's type.
+  if (err >= IPSET_ERR_TYPE_SPECIFIC) return "IPSET_ERR_TYPE_SPECIFIC_" + std::to_string(err - IPSET_ERR_TYPE_SPECIFIC);
+  if (err >= IPSET_ERR_PRIVATE) return "IPSET_ERR_" + std::to_string(err);
+  const char* n = strerrorname_np(err);
+  return n ? n : "E" + std::to_string(err);
+}
+
+}  // namespace kip

@@ -1,0 +1,33 @@
+// Schema-driven conversion between JS objects and netlink messages.
+#pragma once
+
+#include <napi.h>
+
+#include "buffer.h"
+#include "schema.h"
+
+namespace kip {
+
+// Encodes `req` = { type, flags?, header?: {...}, attrs?: {...} } as one message.
+// Throws CodecError naming the offending field. Returns the message's offset.
+size_t encodeMessage(Napi::Env env, Builder& b, const RootSchema& root, Napi::Object req, uint32_t seq,
+                     uint32_t pid);
+
+// Decodes one data message into { type, flags, seq, pid, header, attrs }. Throws CodecError.
+Napi::Object decodeMessage(Napi::Env env, const RootSchema& root, const uint8_t* msg, size_t len);
+
+// Decodes a datagram (one or more messages, including NLMSG_ERROR / NLMSG_DONE) to an array.
+Napi::Array decodeStream(Napi::Env env, const RootSchema& root, const uint8_t* p, size_t len);
+
+// Parsed NLMSG_ERROR payload: errno (0 = ack) and the kernel's extended-ack text, if any.
+struct ErrorInfo {
+  int err = 0;
+  std::string extAck;
+  int64_t extAckOffset = -1;
+};
+ErrorInfo parseError(const Message& m);
+
+// The symbolic name for an errno, including ipset's private codes (>= 4096).
+std::string errnoName(int err);
+
+}  // namespace kip
