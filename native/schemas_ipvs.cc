@@ -1,9 +1,11 @@
 // IPVS generic netlink attribute tables.
 // NOTE: types and widths follow the kernel's policies in net/netfilter/ipvs/ip_vs_ctl.c
 // (ip_vs_cmd_policy, ip_vs_svc_policy, ip_vs_dest_policy, ip_vs_daemon_policy):
-// ports and the netmask are big-endian, every other integer is host order; addresses
+// ports are big-endian, every other integer is host order; addresses
 // are a 16-byte union nf_inet_addr (IPv4 zero-padded) qualified by AF / ADDR_FAMILY;
-// FLAGS is a struct ip_vs_flags {flags, mask}.
+// FLAGS is a struct ip_vs_flags {flags, mask}. NETMASK is read as a raw __be32: for IPv4 it
+// is the mask's bytes, for IPv6 ip_vs_add_service() casts it to a host-order prefix length
+// (1..128) — so it is 4 raw bytes here and src/kernel/ipvs/codec.ts lays them out per family.
 #include <linux/ip_vs.h>
 
 #include "schemas.h"
@@ -40,7 +42,7 @@ static const AttrSpec kServiceAttrs[] = {
     KIP_ATTR_LEN(IPVS_SVC_ATTR_SCHED_NAME, STRING, "schedName", 0, IP_VS_SCHEDNAME_MAXLEN - 1),
     KIP_ATTR_LEN(IPVS_SVC_ATTR_FLAGS, BINARY, "flags", sizeof(struct ip_vs_flags), sizeof(struct ip_vs_flags)),
     KIP_ATTR(IPVS_SVC_ATTR_TIMEOUT, U32, "timeout"),
-    KIP_ATTR(IPVS_SVC_ATTR_NETMASK, BE32, "netmask"),
+    KIP_ATTR_LEN(IPVS_SVC_ATTR_NETMASK, BINARY, "netmask", 4, 4),
     KIP_NEST(IPVS_SVC_ATTR_STATS, "stats", kStats, 0),
     KIP_ATTR_LEN(IPVS_SVC_ATTR_PE_NAME, STRING, "peName", 0, IP_VS_PENAME_MAXLEN - 1),
     KIP_NEST(IPVS_SVC_ATTR_STATS64, "stats64", kStats64, 0),

@@ -1,0 +1,234 @@
+// The IPVS client: batched ops and dumps over generic netlink.
+import type { z } from 'zod';
+
+import { constantsOf, type NlRequest } from '../../native/binding.js';
+import { NetlinkError, ValidationError } from '../errors.js';
+import { NetlinkConnection, resolveGenlFamily, type GenlFamily } from '../netlink.js';
+import {
+  destinationAttrs,
+  destinationKeyAttrs,
+  parseDestination,
+  parseService,
+  serviceAttrs,
+  serviceKeyAttrs,
+} from './codec.js';
+import {
+  destinationId,
+  destinationKeySchema,
+  destinationSchema,
+  serviceId,
+  serviceKeySchema,
+  virtualServiceSchema,
+  type Destination,
+  type DestinationKey,
+  type DestinationStatus,
+  type IpvsInfo,
+  type IpvsTimeouts,
+  type ServiceKey,
+  type ServiceStatus,
+  type VirtualService,
+} from './types.js';
+
+const C = constantsOf('ipvs');
+
+/** One change to the kernel's IPVS table. */
+export type IpvsOp =
+  | { kind: 'addService'; service: VirtualService }
+  | { kind: 'updateService'; service: VirtualService }
+  | { kind: 'deleteService'; service: ServiceKey }
+  | { kind: 'addDestination'; service: ServiceKey; destination: Destination }
+  | { kind: 'updateDestination'; service: ServiceKey; destination: Destination }
+  | { kind: 'deleteDestination'; service: ServiceKey; destination: DestinationKey };
+
+/** What one op came to: ok, or the kernel's (or the validator's) error naming the object. */
+export type IpvsResult = { ok: true } | { ok: false; error: NetlinkError | ValidationError };
+
+/** A service with its real servers. */
+export interface ServiceWithDestinations extends ServiceStatus {
+  destinations: DestinationStatus[];
+}
+
+/** Everything the proxy needs from IPVS; implemented over netlink and by the test fake. */
+export interface IpvsClient {
+  info(): Promise<IpvsInfo>;
+  /** Applies ops in order, batched; one result per op. Invalid ops fail alone and are not sent. */
+  apply(ops: readonly IpvsOp[]): Promise<IpvsResult[]>;
+  listServices(): Promise<ServiceStatus[]>;
+  listDestinations(service: ServiceKey): Promise<DestinationStatus[]>;
+  /** Every service with its destinations (1 + N dumps). */
+  dumpAll(): Promise<ServiceWithDestinations[]>;
+  flush(): Promise<void>;
+  getTimeouts(): Promise<IpvsTimeouts>;
+  setTimeouts(t: IpvsTimeouts): Promise<void>;
+  close(): void;
+}
+
+/** Whether IPVS is usable on this kernel; when not, why (drives the iptables fallback). */
+export type IpvsAvailability = { available: true; client: IpvsClient } | { available: false; reason: string };
+
+const OP_CMD: Record<IpvsOp['kind'], number> = {
+  addService: C.IPVS_CMD_NEW_SERVICE!,
+  updateService: C.IPVS_CMD_SET_SERVICE!,
+  deleteService: C.IPVS_CMD_DEL_SERVICE!,
+  addDestination: C.IPVS_CMD_NEW_DEST!,
+  updateDestination: C.IPVS_CMD_SET_DEST!,
+  deleteDestination: C.IPVS_CMD_DEL_DEST!,
+};
+
+function check<T>(schema: z.ZodType<T>, value: unknown, op: string, what: string): void {
+  const r = schema.safeParse(value);
+  if (r.success) return;
+  const issue = r.error.issues[0]!;
+  throw new ValidationError(op, [what, ...issue.path.map(String)].join('.'), issue.message);
+}
+
+/** Validates an op (throws ValidationError naming the field) and encodes it. */
+function encodeOp(op: IpvsOp, familyId: number): NlRequest {
+  const name = `ipvs.${op.kind}`;
+  const header = { cmd: OP_CMD[op.kind], version: C.IPVS_GENL_VERSION! };
+  if (op.kind === 'addService' || op.kind === 'updateService') {
+    check(virtualServiceSchema, op.service, name, 'service');
+    return { type: familyId, header, attrs: { service: serviceAttrs(op.service) } };
+  }
+  check(serviceKeySchema, op.service, name, 'service');
+  const service = serviceKeyAttrs(op.service);
+  if (op.kind === 'deleteService') return { type: familyId, header, attrs: { service } };
+  if (op.kind === 'deleteDestination') {
+    check(destinationKeySchema, op.destination, name, 'destination');
+    return { type: familyId, header, attrs: { service, dest: destinationKeyAttrs(op.destination) } };
+  }
+  check(destinationSchema, op.destination, name, 'destination');
+  return { type: familyId, header, attrs: { service, dest: destinationAttrs(op.destination) } };
+}
+
+/** Names the object of an op, e.g. `tcp/10.96.0.10:80` or `tcp/10.96.0.10:80 -> 10.244.1.2:8080`. */
+export function opObject(op: IpvsOp): string {
+  const svc = serviceId(op.service);
+  return 'destination' in op ? `${svc} -> ${destinationId(op.destination)}` : svc;
+}
+
+/** Turns the kernel's ENOENT on NEW/SET_SERVICE into what it means: no such scheduler module. */
+function explain(op: IpvsOp, e: NetlinkError): NetlinkError {
+  if ((op.kind === 'addService' || op.kind === 'updateService') && e.code === 'ENOENT') {
+    return new NetlinkError({
+      op: e.op,
+      code: e.code,
+      errno: e.errno,
+      object: e.object ?? opObject(op),
+      message: `${e.op} ${opObject(op)}: scheduler "${op.service.scheduler}" is not available in the kernel (ENOENT)`,
+    });
+  }
+  return e;
+}
+
+/** IpvsClient over the addon's generic netlink socket. */
+export class NetlinkIpvsClient implements IpvsClient {
+  private constructor(
+    private readonly conn: NetlinkConnection,
+    private readonly family: GenlFamily,
+  ) {}
+
+  /** Opens a socket and resolves the IPVS family; unavailable (with the reason) when the kernel has none. */
+  static async open(): Promise<IpvsAvailability> {
+    const conn = new NetlinkConnection(constantsOf('netlink').NETLINK_GENERIC!);
+    try {
+      const family = await resolveGenlFamily(conn, C.IPVS_GENL_NAME as unknown as string);
+      if (!family) {
+        conn.close();
+        return { available: false, reason: 'the kernel has no IPVS generic netlink family (module ip_vs not loaded or not built)' };
+      }
+      return { available: true, client: new NetlinkIpvsClient(conn, family) };
+    } catch (e) {
+      conn.close();
+      throw e;
+    }
+  }
+
+  private req(cmd: number, attrs?: Record<string, unknown>): NlRequest {
+    return { type: this.family.id, header: { cmd, version: C.IPVS_GENL_VERSION! }, ...(attrs ? { attrs } : {}) };
+  }
+
+  async info(): Promise<IpvsInfo> {
+    const [reply] = await this.conn.request('ipvs.info', this.req(C.IPVS_CMD_GET_INFO!), 'ipvs.getInfo');
+    const a = (reply?.attrs ?? {}) as { version?: number; connTabSize?: number };
+    const v = a.version ?? 0;
+    return { version: `${(v >> 16) & 0xff}.${(v >> 8) & 0xff}.${v & 0xff}`, connTableSize: a.connTabSize ?? 0 };
+  }
+
+  async apply(ops: readonly IpvsOp[]): Promise<IpvsResult[]> {
+    const results: IpvsResult[] = new Array(ops.length);
+    const requests: NlRequest[] = [];
+    const sent: number[] = [];
+    ops.forEach((op, i) => {
+      try {
+        requests.push(encodeOp(op, this.family.id));
+        sent.push(i);
+      } catch (e) {
+        if (!(e instanceof ValidationError)) throw e;
+        results[i] = { ok: false, error: e };
+      }
+    });
+    const outcomes = await this.conn.batch('ipvs', requests, (j) => {
+      const op = ops[sent[j]!]!;
+      return { op: `ipvs.${op.kind}`, object: opObject(op) };
+    });
+    outcomes.forEach((o, j) => {
+      const i = sent[j]!;
+      results[i] = o.ok ? { ok: true } : { ok: false, error: explain(ops[i]!, o.error) };
+    });
+    return results;
+  }
+
+  async listServices(): Promise<ServiceStatus[]> {
+    const msgs = await this.conn.dump('ipvs', this.req(C.IPVS_CMD_GET_SERVICE!), 'ipvs.listServices');
+    return msgs.map((m) => parseService((m.attrs as { service?: object }).service ?? {}));
+  }
+
+  async listDestinations(service: ServiceKey): Promise<DestinationStatus[]> {
+    check(serviceKeySchema, service, 'ipvs.listDestinations', 'service');
+    const msgs = await this.conn.dump(
+      'ipvs',
+      this.req(C.IPVS_CMD_GET_DEST!, { service: serviceKeyAttrs(service) }),
+      'ipvs.listDestinations',
+      serviceId(service),
+    );
+    return msgs.map((m) => parseDestination((m.attrs as { dest?: object }).dest ?? {}, service.family));
+  }
+
+  async dumpAll(): Promise<ServiceWithDestinations[]> {
+    const services = await this.listServices();
+    const out: ServiceWithDestinations[] = [];
+    for (const s of services) out.push({ ...s, destinations: await this.listDestinations(s) });
+    return out;
+  }
+
+  async flush(): Promise<void> {
+    await this.conn.request('ipvs', this.req(C.IPVS_CMD_FLUSH!), 'ipvs.flush');
+  }
+
+  async getTimeouts(): Promise<IpvsTimeouts> {
+    const [reply] = await this.conn.request('ipvs', this.req(C.IPVS_CMD_GET_CONFIG!), 'ipvs.getTimeouts');
+    const a = (reply?.attrs ?? {}) as { timeoutTcp?: number; timeoutTcpFin?: number; timeoutUdp?: number };
+    return { tcp: a.timeoutTcp ?? 0, tcpFin: a.timeoutTcpFin ?? 0, udp: a.timeoutUdp ?? 0 };
+  }
+
+  async setTimeouts(t: IpvsTimeouts): Promise<void> {
+    for (const [k, v] of Object.entries(t)) {
+      if (!Number.isInteger(v) || v < 0 || v > 0x7fffffff) throw new ValidationError('ipvs.setTimeouts', k, 'expected seconds >= 0');
+    }
+    await this.conn.request(
+      'ipvs',
+      this.req(C.IPVS_CMD_SET_CONFIG!, { timeoutTcp: t.tcp, timeoutTcpFin: t.tcpFin, timeoutUdp: t.udp }),
+      'ipvs.setTimeouts',
+    );
+  }
+
+  close(): void {
+    this.conn.close();
+  }
+}
+
+/** Throws the first failure among results (for callers that want all-or-error semantics). */
+export function throwFirstFailure(results: readonly IpvsResult[]): void {
+  for (const r of results) if (!r.ok) throw r.error;
+}

@@ -1,0 +1,172 @@
+// IPVS objects as the rest of the program sees them, and their input validation.
+import { z } from 'zod';
+
+import { familyOf, type Family } from '../../model/ip.js';
+
+/** Transport protocols IPVS balances. */
+export const PROTOCOLS = ['tcp', 'udp', 'sctp'] as const;
+/** A transport protocol. */
+export type Protocol = (typeof PROTOCOLS)[number];
+
+/** Forwarding methods, named as ipvsadm names them (-m, -g, -i, local). */
+export const FORWARD_METHODS = ['masq', 'local', 'tunnel', 'route'] as const;
+/** A forwarding method. */
+export type ForwardMethod = (typeof FORWARD_METHODS)[number];
+
+/** Service flags, named as ipvsadm prints them; flag-N are scheduler flags of other schedulers. */
+export const SERVICE_FLAGS = [
+  'persistent',
+  'ops',
+  'sh-fallback',
+  'sh-port',
+  'mh-fallback',
+  'mh-port',
+  'flag-1',
+  'flag-2',
+  'flag-3',
+] as const;
+/** A service flag. */
+export type ServiceFlag = (typeof SERVICE_FLAGS)[number];
+
+/** Schedulers shipped with Linux; any other name the kernel registers is accepted too. */
+export const KNOWN_SCHEDULERS = ['rr', 'wrr', 'lc', 'wlc', 'lblc', 'lblcr', 'dh', 'sh', 'sed', 'nq', 'mh', 'fo', 'ovf', 'twos'] as const;
+
+/** Identifies a virtual service: protocol+address+port, or a firewall mark (the others null). */
+export interface ServiceKey {
+  family: Family;
+  protocol: Protocol | null;
+  address: string | null;
+  port: number | null;
+  fwmark: number | null;
+}
+
+/** A virtual service as programmed. `netmask` is a prefix length (persistence granularity). */
+export interface VirtualService extends ServiceKey {
+  scheduler: string;
+  flags: ServiceFlag[];
+  timeout: number;
+  netmask: number;
+  /** Persistence engine (e.g. `sip`), rarely used. */
+  pe?: string | null;
+}
+
+/** Identifies a real server within a service. */
+export interface DestinationKey {
+  address: string;
+  port: number;
+}
+
+/** A real server as programmed. */
+export interface Destination extends DestinationKey {
+  forward: ForwardMethod;
+  weight: number;
+  upperThreshold: number;
+  lowerThreshold: number;
+}
+
+/** Traffic counters (64-bit where the kernel offers STATS64). */
+export interface IpvsStats {
+  conns: number;
+  inPkts: number;
+  outPkts: number;
+  inBytes: number;
+  outBytes: number;
+  cps: number;
+  inPps: number;
+  outPps: number;
+  inBps: number;
+  outBps: number;
+}
+
+/** A virtual service as read back from the kernel. */
+export interface ServiceStatus extends VirtualService {
+  stats: IpvsStats;
+}
+
+/** A real server as read back from the kernel. */
+export interface DestinationStatus extends Destination {
+  activeConns: number;
+  inactiveConns: number;
+  persistConns: number;
+  stats: IpvsStats;
+}
+
+/** IPVS connection timeouts in seconds (0 = leave unchanged when setting). */
+export interface IpvsTimeouts {
+  tcp: number;
+  tcpFin: number;
+  udp: number;
+}
+
+/** GET_INFO: IPVS version and connection table size. */
+export interface IpvsInfo {
+  version: string;
+  connTableSize: number;
+}
+
+const u32 = z.number().int().min(0).max(0xffffffff);
+const port = z.number().int().min(0).max(65535);
+const ipAddress = z.string().refine((a) => familyOf(a) !== null, { message: 'not an IP address' });
+
+/** Validates a ServiceKey: exactly one of (protocol, address, port) or fwmark, family matching the address. */
+export const serviceKeySchema = z
+  .object({
+    family: z.enum(['ipv4', 'ipv6']),
+    protocol: z.enum(PROTOCOLS).nullable(),
+    address: ipAddress.nullable(),
+    port: port.nullable(),
+    fwmark: z.number().int().min(1).max(0xffffffff).nullable(),
+  })
+  .superRefine((k, ctx) => {
+    const byAddr = k.protocol !== null && k.address !== null && k.port !== null;
+    const none = k.protocol === null && k.address === null && k.port === null;
+    if (k.fwmark !== null ? !none : !byAddr)
+      ctx.addIssue({ code: 'custom', message: 'needs protocol, address and port, or fwmark (alone)', path: ['fwmark'] });
+    if (k.address !== null && familyOf(k.address) !== null && familyOf(k.address) !== k.family)
+      ctx.addIssue({ code: 'custom', message: `address is not ${k.family}`, path: ['address'] });
+  });
+
+/** Validates a VirtualService. */
+export const virtualServiceSchema = z
+  .object({
+    family: z.enum(['ipv4', 'ipv6']),
+    protocol: z.enum(PROTOCOLS).nullable(),
+    address: ipAddress.nullable(),
+    port: port.nullable(),
+    fwmark: z.number().int().min(1).max(0xffffffff).nullable(),
+    scheduler: z.string().regex(/^[a-z0-9_-]{1,15}$/, 'invalid scheduler name (1-15 chars of [a-z0-9_-])'),
+    flags: z.array(z.enum(SERVICE_FLAGS)),
+    timeout: u32,
+    netmask: z.number().int().min(0).max(128),
+    pe: z.string().max(15).nullable().optional(),
+  })
+  .superRefine((s, ctx) => {
+    const r = serviceKeySchema.safeParse(s);
+    if (!r.success) for (const issue of r.error.issues) ctx.addIssue({ ...issue, code: 'custom', message: issue.message });
+    if (s.family === 'ipv4' && s.netmask > 32) ctx.addIssue({ code: 'custom', message: 'IPv4 netmask prefix > 32', path: ['netmask'] });
+  });
+
+/** Validates a Destination. */
+export const destinationSchema = z.object({
+  address: ipAddress,
+  port,
+  forward: z.enum(FORWARD_METHODS),
+  weight: z.number().int().min(0).max(0x7fffffff),
+  upperThreshold: u32,
+  lowerThreshold: u32,
+});
+
+/** Validates a DestinationKey. */
+export const destinationKeySchema = z.object({ address: ipAddress, port });
+
+/** `tcp/10.96.0.10:80`, `udp/[2001:db8::1]:53`, `fwmark/6/ipv4`: names a service in logs and errors. */
+export function serviceId(k: ServiceKey): string {
+  if (k.fwmark !== null) return `fwmark/${k.fwmark}/${k.family}`;
+  const host = k.family === 'ipv6' ? `[${k.address}]` : k.address;
+  return `${k.protocol}/${host}:${k.port}`;
+}
+
+/** `10.244.1.2:8080` or `[fd00::2]:8080`. */
+export function destinationId(d: DestinationKey): string {
+  return familyOf(d.address) === 'ipv6' ? `[${d.address}]:${d.port}` : `${d.address}:${d.port}`;
+}

@@ -1,0 +1,105 @@
+// A netlink connection over the addon: one owner at a time, results as NetlinkErrors.
+import { constantsOf, native, type BatchLimits, type NativeSocket, type NlMessage, type NlRequest } from '../native/binding.js';
+import { NetlinkError, fromNative } from './errors.js';
+
+/** What one op of a batch came to. */
+export type OpOutcome = { ok: true; replies: NlMessage[] } | { ok: false; error: NetlinkError };
+
+/** How to name an op of a batch in its error: the op and the object it was about. */
+export interface OpLabel {
+  op: string;
+  object?: string;
+}
+
+/** A netlink socket whose calls are queued so that exactly one is in flight at a time. */
+export class NetlinkConnection {
+  private readonly socket: NativeSocket;
+  private tail: Promise<unknown> = Promise.resolve();
+
+  /** Opens a socket for `protocol` (NETLINK_GENERIC, NETLINK_NETFILTER, NETLINK_ROUTE). */
+  constructor(protocol: number) {
+    try {
+      this.socket = new native.Socket(protocol);
+    } catch (e) {
+      throw fromNative('netlink.open', e);
+    }
+  }
+
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.tail.then(fn, fn);
+    this.tail = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Sends all requests batched; one outcome per request, in order. Throws only if the socket fails. */
+  batch(schema: string, requests: NlRequest[], label: (i: number) => OpLabel, limits?: BatchLimits): Promise<OpOutcome[]> {
+    if (requests.length === 0) return Promise.resolve([]);
+    return this.serial(async () => {
+      let results;
+      try {
+        results = await this.socket.batch(schema, requests, limits);
+      } catch (e) {
+        const l = label(0);
+        throw fromNative(requests.length === 1 ? l.op : `${schema}.batch`, e, requests.length === 1 ? l.object : undefined);
+      }
+      return results.map((r, i): OpOutcome => {
+        if (r.errno === 0) return { ok: true, replies: r.replies ?? [] };
+        const l = label(i);
+        const init = { op: l.op, code: r.code ?? native.errnoName(r.errno), errno: r.errno } as ConstructorParameters<typeof NetlinkError>[0];
+        if (r.extAck) init.extAck = r.extAck;
+        if (l.object) init.object = l.object;
+        return { ok: false, error: new NetlinkError(init) };
+      });
+    });
+  }
+
+  /** Sends one request and returns its reply messages; throws a NetlinkError on failure. */
+  async request(schema: string, req: NlRequest, op: string, object?: string): Promise<NlMessage[]> {
+    const [outcome] = await this.batch(schema, [req], () => (object ? { op, object } : { op }));
+    if (!outcome) throw new NetlinkError({ op, code: 'EIO', errno: 5 });
+    if (!outcome.ok) throw outcome.error;
+    return outcome.replies;
+  }
+
+  /** Runs a dump request; throws a NetlinkError on failure. */
+  dump(schema: string, req: NlRequest, op: string, object?: string): Promise<NlMessage[]> {
+    return this.serial(async () => {
+      try {
+        return await this.socket.dump(schema, req);
+      } catch (e) {
+        throw fromNative(op, e, object);
+      }
+    });
+  }
+
+  /** Closes the socket once queued calls have finished. */
+  close(): void {
+    void this.tail.finally(() => this.socket.close());
+  }
+}
+
+/** A generic netlink family as the controller reports it. */
+export interface GenlFamily {
+  id: number;
+  version: number;
+  maxAttr: number;
+}
+
+/** Resolves a generic netlink family by name; null when the kernel has no such family. */
+export async function resolveGenlFamily(conn: NetlinkConnection, name: string): Promise<GenlFamily | null> {
+  const genl = constantsOf('genl');
+  try {
+    const replies = await conn.request(
+      'genl.ctrl',
+      { type: genl.GENL_ID_CTRL!, header: { cmd: genl.CTRL_CMD_GETFAMILY!, version: 1 }, attrs: { familyName: name } },
+      'genl.getFamily',
+      name,
+    );
+    const attrs = replies[0]?.attrs as { familyId?: number; version?: number; maxAttr?: number } | undefined;
+    if (!attrs?.familyId) throw new NetlinkError({ op: 'genl.getFamily', code: 'EBADMSG', errno: 74, object: name });
+    return { id: attrs.familyId, version: attrs.version ?? 0, maxAttr: attrs.maxAttr ?? 0 };
+  } catch (e) {
+    if (e instanceof NetlinkError && e.code === 'ENOENT') return null;
+    throw e;
+  }
+}

@@ -1,0 +1,92 @@
+// The only file that loads the native addon (build/Release/kube_ipvs_proxy.node).
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** Attributes of one message or nest, keyed by the schema's JS names. */
+export type NlAttrs = Record<string, unknown>;
+
+/** A decoded netlink data message. */
+export interface NlMessage<A = NlAttrs> {
+  type: number;
+  flags: number;
+  seq: number;
+  pid: number;
+  header: Record<string, number>;
+  attrs: A;
+}
+
+/** A decoded NLMSG_ERROR or NLMSG_DONE message (from `decode`). */
+export interface NlControl {
+  type: number;
+  flags: number;
+  seq: number;
+  pid: number;
+  errno: number;
+  extAck?: string;
+}
+
+/** A request: message type, extra flags (REQUEST/ACK/DUMP are added), fixed header fields, attributes. */
+export interface NlRequest {
+  type: number;
+  flags?: number;
+  header?: Record<string, number>;
+  attrs?: NlAttrs;
+}
+
+/** The kernel's answer to one op of a batch: errno 0 = acknowledged. */
+export interface NlOpResult {
+  errno: number;
+  code?: string;
+  extAck?: string;
+  replies?: NlMessage[];
+}
+
+/** Bounds of one sendmsg within a batch. */
+export interface BatchLimits {
+  maxMessages?: number;
+  maxBytes?: number;
+}
+
+/** A netlink socket owned by the addon; calls run on the libuv thread pool. */
+export interface NativeSocket {
+  batch(schema: string, requests: NlRequest[], limits?: BatchLimits): Promise<NlOpResult[]>;
+  dump(schema: string, request: NlRequest): Promise<NlMessage[]>;
+  close(): void;
+  readonly portId: number;
+}
+
+/** Constants read from the kernel UAPI headers at build time, grouped by protocol. */
+export type ConstantGroup = Record<string, number> & Record<`${string}_NAME`, string>;
+
+/** The addon's exports. */
+export interface NativeAddon {
+  Socket: new (protocol: number) => NativeSocket;
+  encode(schema: string, requests: NlRequest[], firstSeq?: number, pid?: number): Buffer;
+  decode(schema: string, buffer: Uint8Array): Array<NlMessage | NlControl>;
+  errnoName(errno: number): string;
+  schemaNames(): string[];
+  constants: Record<string, ConstantGroup>;
+}
+
+function findAddon(): string {
+  if (process.env.KIP_ADDON_PATH) return process.env.KIP_ADDON_PATH;
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (let i = 0; i < 6; i++) {
+    const candidate = join(dir, 'build', 'Release', 'kube_ipvs_proxy.node');
+    if (existsSync(candidate)) return candidate;
+    dir = dirname(dir);
+  }
+  throw new Error('native addon not built: run `npm ci` (or `npx node-gyp rebuild`)');
+}
+
+/** The loaded addon. */
+export const native: NativeAddon = createRequire(import.meta.url)(findAddon()) as NativeAddon;
+
+/** Typed access to one constant group; throws on a name the addon does not export. */
+export function constantsOf(group: string): ConstantGroup {
+  const g = native.constants[group];
+  if (!g) throw new Error(`native addon has no constant group ${group}`);
+  return g;
+}
