@@ -1,0 +1,137 @@
+#!/usr/bin/env node
+// `npm test`: runs the vitest projects, each in its environment, and sums up the results.
+//   unit  - on the host
+//   netns - in a fresh network (and mount) namespace: `unshare -n -m`, lo up, private /run/netns
+//   uml   - inside User-Mode Linux (test/harness/uml.mjs); builds nothing, expects `npm ci` done
+// Usage: npm test -- [--only unit,netns,uml] [vitest args and file filters...]
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { findUmlKernel, runInUml } from './uml.mjs';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const VITEST = join(ROOT, 'node_modules/vitest/vitest.mjs');
+const RESULTS = join(ROOT, '.test-results');
+const PHASES = ['unit', 'netns', 'uml'];
+const UML_TIMEOUT_MS = Number(process.env.KIP_UML_TIMEOUT_S ?? 40 * 60) * 1000;
+
+/** Splits argv into the phases to run and the arguments passed through to vitest. */
+function parseArgs(argv) {
+  let only = PHASES;
+  const passthrough = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '--help' || a === '-h') {
+      process.stdout.write('usage: npm test -- [--only unit,netns,uml] [vitest args and file filters...]\n');
+      process.exit(0);
+    } else if (a === '--only' || a.startsWith('--only=')) {
+      const value = a === '--only' ? argv[++i] : a.slice('--only='.length);
+      only = (value ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+      const bad = only.filter((p) => !PHASES.includes(p));
+      if (bad.length > 0 || only.length === 0) {
+        process.stderr.write(`run-all: --only takes a list of ${PHASES.join(', ')}; got ${JSON.stringify(value)}\n`);
+        process.exit(2);
+      }
+    } else {
+      passthrough.push(a);
+    }
+  }
+  return { only: PHASES.filter((p) => only.includes(p)), passthrough };
+}
+
+/** The vitest argv for one project, with the json reporter writing to .test-results/<phase>.json. */
+function vitestArgs(phase, passthrough) {
+  return [VITEST, 'run', '--project', phase, '--passWithNoTests', '--reporter=default', '--reporter=json',
+    `--outputFile.json=${join(RESULTS, `${phase}.json`)}`, ...passthrough];
+}
+
+/** Runs a program with inherited stdio; resolves to its exit code (or 128+signal, or 127 if it cannot start). */
+function runInherit(file, args, env = process.env) {
+  return new Promise((res) => {
+    const child = spawn(file, args, { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit'], env });
+    child.once('error', (e) => { process.stderr.write(`run-all: cannot start ${file}: ${e.message}\n`); res(127); });
+    child.once('exit', (code, signal) => res(code ?? 128 + (signal === 'SIGKILL' ? 9 : 15)));
+  });
+}
+
+/** True when `cmd` is on PATH. */
+function have(cmd) {
+  return spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
+}
+
+const runners = {
+  unit: (passthrough) => runInherit(process.execPath, vitestArgs('unit', passthrough)),
+
+  async netns(passthrough) {
+    for (const cmd of ['unshare', 'ip']) {
+      if (!have(cmd)) throw new Error(`${cmd} not found: the netns phase needs util-linux and iproute2`);
+    }
+    const setup = 'set -e; ip link set lo up; mkdir -p /run/netns; mount -t tmpfs -o mode=755 kip-netns /run/netns; exec "$@"';
+    const env = { ...process.env, KIP_HOST_NETNS: readlinkSync('/proc/self/ns/net') };
+    const code = await runInherit('unshare', ['--net', '--mount', '--propagation', 'private', '--', 'sh', '-c', setup, 'sh',
+      process.execPath, ...vitestArgs('netns', passthrough)], env);
+    return code;
+  },
+
+  async uml(passthrough) {
+    if (!findUmlKernel()) throw new Error(`${process.env.KIP_UML_KERNEL || 'linux.uml'} not found: the uml phase needs the Debian package user-mode-linux`);
+    const r = await runInUml({ command: [process.execPath, ...vitestArgs('uml', passthrough)], cwd: ROOT, timeoutMs: UML_TIMEOUT_MS });
+    process.stdout.write(`[uml] boot ${(r.bootMs / 1000).toFixed(1)} s, total ${(r.totalMs / 1000).toFixed(1)} s\n`);
+    if (r.timedOut) throw new Error(`UML timed out after ${UML_TIMEOUT_MS / 1000} s (KIP_UML_TIMEOUT_S)`);
+    return r.code;
+  },
+};
+
+/** Reads a phase's json report into counts; file-level errors (a suite that failed with no failing test) count as failed. */
+function readCounts(phase) {
+  const report = JSON.parse(readFileSync(join(RESULTS, `${phase}.json`), 'utf8'));
+  const fileErrors = (report.testResults ?? []).filter((f) => f.status === 'failed'
+    && !(f.assertionResults ?? []).some((t) => t.status === 'failed')).length;
+  return {
+    passed: report.numPassedTests ?? 0,
+    failed: (report.numFailedTests ?? 0) + fileErrors,
+    skipped: (report.numPendingTests ?? 0) + (report.numTodoTests ?? 0),
+    fileErrors,
+  };
+}
+
+const { only, passthrough } = parseArgs(process.argv.slice(2));
+mkdirSync(RESULTS, { recursive: true });
+const summary = [];
+for (const phase of only) {
+  process.stdout.write(`\n=== ${phase} ===\n`);
+  rmSync(join(RESULTS, `${phase}.json`), { force: true });
+  const started = Date.now();
+  let code;
+  let error = null;
+  try {
+    code = await runners[phase](passthrough);
+  } catch (e) {
+    code = -1;
+    error = e.message;
+  }
+  let counts = null;
+  if (error === null) {
+    try {
+      counts = readCounts(phase);
+    } catch {
+      error = `no results (.test-results/${phase}.json missing or unreadable; exit code ${code})`;
+    }
+  }
+  if (error === null && code !== 0 && counts.failed === 0) error = `vitest exited with ${code} (unhandled error?)`;
+  summary.push({ phase, code, error, counts, seconds: (Date.now() - started) / 1000 });
+}
+
+const total = { passed: 0, failed: 0, skipped: 0 };
+process.stdout.write('\n=== summary ===\n');
+for (const { phase, error, counts, seconds } of summary) {
+  const c = counts ?? { passed: 0, failed: 0, skipped: 0, fileErrors: 0 };
+  for (const k of Object.keys(total)) total[k] += c[k];
+  const line = `${c.passed} passed, ${c.failed} failed${c.skipped ? `, ${c.skipped} skipped` : ''}`
+    + (c.fileErrors ? ` (${c.fileErrors} file errors)` : '');
+  process.stdout.write(`[${phase}] ${error ? `FAILED: ${error}` : line}${error && counts ? `; ${line}` : ''} (${seconds.toFixed(1)} s)\n`);
+}
+const ok = summary.every((s) => s.error === null && s.code === 0) && total.failed === 0;
+process.stdout.write(`tests: ${total.passed} passed, ${total.failed} failed${total.skipped ? `, ${total.skipped} skipped` : ''}\n`);
+process.exit(ok ? 0 : 1);
