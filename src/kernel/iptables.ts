@@ -1,0 +1,195 @@
+import { defaultBinaries, detectBackend, type Binaries, type DetectOptions } from './iptables/backend.js';
+import { IptablesError, restoreError } from './iptables/errors.js';
+import { spawnExec, type Exec, type ExecOptions, type ExecResult } from './iptables/exec.js';
+import { hasJumpText, planRestore, type RestorePlan } from './iptables/restore.js';
+import { ownedLines, parseSave } from './iptables/save.js';
+import { ruleTarget } from './iptables/syntax.js';
+import type { Backend, Family, JumpSpec, OwnedPredicate, Rule, SavedTable, Table, TableSpec } from './iptables/types.js';
+
+export * from './iptables/backend.js';
+export * from './iptables/errors.js';
+export * from './iptables/exec.js';
+export * from './iptables/restore.js';
+export * from './iptables/save.js';
+export * from './iptables/syntax.js';
+export * from './iptables/types.js';
+
+/** Chains that kubelet, not the proxy, creates and keeps; never ours even though they start with `KUBE-`. */
+const KUBELET_CHAINS: ReadonlySet<string> = new Set([
+  '*/KUBE-IPTABLES-HINT',
+  '*/KUBE-KUBELET-CANARY',
+  'filter/KUBE-FIREWALL',
+  'nat/KUBE-MARK-DROP',
+]);
+
+/** Default ownership: chains named `KUBE-…`, except kubelet's own (hint/canary chains, filter KUBE-FIREWALL, nat KUBE-MARK-DROP). */
+export const defaultIsOwned: OwnedPredicate = (chain, table) =>
+  chain.startsWith('KUBE-') && !KUBELET_CHAINS.has(`*/${chain}`) && !KUBELET_CHAINS.has(`${table}/${chain}`);
+
+/** Options of {@link Iptables.create}. */
+export interface IptablesOptions {
+  /** Default ipv4 (iptables-*); ipv6 drives ip6tables-*. */
+  family?: Family;
+  /** Wins over detection. */
+  backend?: Backend;
+  /** Overrides single binaries of the chosen backend (e.g. an absolute path). */
+  binaries?: Partial<Binaries>;
+  /** Passed to {@link detectBackend} when no backend is given. */
+  detect?: Omit<DetectOptions, 'exec'>;
+  /** Which chains this proxy owns; default {@link defaultIsOwned}. */
+  isOwned?: OwnedPredicate;
+  /** Seconds to wait for the xtables lock (`-w`); default 5. */
+  waitSeconds?: number;
+  /** Lock file (sets XTABLES_LOCKFILE); default the tools' own (/run/xtables.lock). */
+  lockFile?: string;
+  /** Per-command time limit; default 60 s. */
+  timeoutMs?: number;
+  /** Command runner; default {@link spawnExec}. */
+  exec?: Exec;
+}
+
+/** The owned rules of some tables as iptables-save lines, for `kube-ipvs-proxy inspect`. */
+export type OwnedRules<T extends Table> = { backend: Backend } & Record<T, string[]>;
+
+/** The iptables / ip6tables driver of one family: atomic per-table syncs of owned chains and read-back. */
+export class Iptables {
+  readonly family: Family;
+  readonly backend: Backend;
+  readonly binaries: Binaries;
+  readonly isOwned: OwnedPredicate;
+  private readonly exec: Exec;
+  private readonly wait: string;
+  private readonly env?: NodeJS.ProcessEnv;
+  private readonly timeoutMs: number;
+  private queue: Promise<unknown> = Promise.resolve();
+
+  /** A driver with a known backend; {@link Iptables.create} detects one. */
+  constructor(backend: Backend, opts: Omit<IptablesOptions, 'backend' | 'detect'> = {}) {
+    this.family = opts.family ?? 'ipv4';
+    this.backend = backend;
+    this.binaries = { ...defaultBinaries(backend, this.family), ...opts.binaries };
+    this.isOwned = opts.isOwned ?? defaultIsOwned;
+    this.exec = opts.exec ?? spawnExec;
+    this.wait = String(opts.waitSeconds ?? 5);
+    this.env = opts.lockFile === undefined ? undefined : { ...process.env, XTABLES_LOCKFILE: opts.lockFile };
+    this.timeoutMs = opts.timeoutMs ?? 60_000;
+  }
+
+  /** Creates a driver, detecting the backend unless `opts.backend` is given. */
+  static async create(opts: IptablesOptions = {}): Promise<Iptables> {
+    const backend = opts.backend ?? (await detectBackend({ ...opts.detect, exec: opts.exec }));
+    return new Iptables(backend, opts);
+  }
+
+  private async run(op: keyof Binaries, args: string[], table?: Table, input?: string): Promise<ExecResult & { code: number }> {
+    const file = this.binaries[op];
+    const execOpts: ExecOptions = { timeoutMs: this.timeoutMs, env: this.env, input };
+    let r: ExecResult;
+    try {
+      r = await this.exec(file, args, execOpts);
+    } catch (e) {
+      throw new IptablesError('EEXEC', `${file}: ${(e as Error).message}`, { op: file, table, cause: e });
+    }
+    if (r.code === null) {
+      throw new IptablesError('EEXEC', `${file}: killed by ${r.signal ?? 'signal'}`, { op: file, table, stderr: r.stderr });
+    }
+    return { ...r, code: r.code };
+  }
+
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
+    const next = this.queue.then(fn, fn);
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  /** Reads one table with `iptables-save -t TABLE` (an absent table reads as empty). */
+  async save(table: Table): Promise<SavedTable> {
+    const r = await this.run('save', ['-t', table], table);
+    if (r.code !== 0) {
+      throw new IptablesError('ESAVE', `${this.binaries.save} -t ${table}: ${r.stderr.trim() || `exit code ${r.code}`}`, {
+        op: this.binaries.save,
+        table,
+        exitCode: r.code,
+        stderr: r.stderr,
+      });
+    }
+    return parseSave(r.stdout).find((t) => t.table === table) ?? { table, chains: [] };
+  }
+
+  /** The owned lines of `tables` (default nat and filter) from one full iptables-save, which creates no table. */
+  async saveOwned<T extends Table = 'nat' | 'filter'>(tables?: readonly T[]): Promise<OwnedRules<T>> {
+    const wanted = tables ?? (['nat', 'filter'] as T[]);
+    const r = await this.run('save', []);
+    if (r.code !== 0) {
+      throw new IptablesError('ESAVE', `${this.binaries.save}: ${r.stderr.trim() || `exit code ${r.code}`}`, {
+        op: this.binaries.save,
+        exitCode: r.code,
+        stderr: r.stderr,
+      });
+    }
+    const saved = parseSave(r.stdout);
+    const out = { backend: this.backend } as OwnedRules<T>;
+    for (const t of wanted) {
+      const st = saved.find((s) => s.table === t);
+      (out as Record<T, string[]>)[t] = st ? ownedLines(st, this.isOwned) : [];
+    }
+    return out;
+  }
+
+  /** `iptables -C`: true when `rule` is in `chain` (compared by the tool, not by text). */
+  async check(table: Table, chain: string, rule: Rule): Promise<boolean> {
+    const r = await this.run('iptables', ['-w', this.wait, '-t', table, '-C', chain, ...rule], table);
+    return r.code === 0;
+  }
+
+  /** Runs `iptables-restore -w N --noflush` with `input`; throws ERESTORE naming table, line and message. */
+  restore(table: Table, input: string): Promise<void> {
+    return this.serial(() => this.restoreNow(table, input));
+  }
+
+  private async restoreNow(table: Table, input: string): Promise<void> {
+    const r = await this.run('restore', ['-w', this.wait, '--noflush'], table, input);
+    if (r.code !== 0) throw restoreError(this.binaries.restore, table, input, r.code, r.stderr);
+  }
+
+  /**
+   * Makes each table's owned chains exactly `spec.chains` and ensures `spec.jumps`, with one
+   * iptables-restore per table. Jumps missing from iptables-save's text are confirmed with
+   * `iptables -C` before being added, so a rule the tools print differently is not duplicated.
+   * Stops at the first failing table (earlier tables stay applied).
+   */
+  sync(specs: readonly TableSpec[]): Promise<RestorePlan[]> {
+    return this.serial(async () => {
+      const plans: RestorePlan[] = [];
+      for (const spec of specs) {
+        const current = await this.save(spec.table);
+        const present = await this.presentJumps(spec, current);
+        const plan = planRestore(spec, current, { isOwned: this.isOwned, hasJump: (j) => present.has(j) });
+        await this.restoreNow(spec.table, plan.text);
+        plans.push(plan);
+      }
+      return plans;
+    });
+  }
+
+  private async presentJumps(spec: TableSpec, current: SavedTable): Promise<Set<JumpSpec>> {
+    const present = new Set<JumpSpec>();
+    const existing = new Set(current.chains.map((c) => c.name));
+    for (const j of spec.jumps ?? []) {
+      if (hasJumpText(current, j)) {
+        present.add(j);
+        continue;
+      }
+      const target = ruleTarget(j.rule);
+      // A jump to an owned chain that does not exist yet cannot be there.
+      if (target !== undefined && this.isOwned(target, spec.table) && !existing.has(target)) continue;
+      if (existing.has(j.chain) && (await this.check(spec.table, j.chain, j.rule))) present.add(j);
+    }
+    return present;
+  }
+
+  /** Deletes every owned chain of `tables` (default nat and filter) and the jumps to them. */
+  cleanup(tables: readonly Table[] = ['nat', 'filter']): Promise<RestorePlan[]> {
+    return this.sync(tables.map((table) => ({ table, chains: [] })));
+  }
+}
