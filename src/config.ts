@@ -1,0 +1,13 @@
+// The daemon's configuration: kube-proxy-compatible flags and KubeProxyConfiguration files,
+// normalised into one validated Config. Implementation in src/config/.
+
+export { parseArgs, type Command, type ParsedArgs, type ParseArgsOptions } from './config/args.js';
+export { formatDuration, parseDuration } from './config/duration.js';
+export { KUBE_PROXY_API_VERSION, KubeProxyConfigurationSchema, parseKubeProxyConfiguration, type FileLayer, type KubeProxyConfiguration } from './config/file.js';
+export { FLAGS, UNSUPPORTED_KUBE_PROXY_FLAGS, formatHelp, type FlagKind, type FlagSpec } from './config/flags.js';
+export { ConfigError, type Layer, type Origin } from './config/layer.js';
+export { cidrFamily, ipFamily, isUnspecified, parseHostPort, type HostPort } from './config/net.js';
+export {
+  ConfigSchema, HEALTHZ_PORT, METRICS_PORT, PROXY_MODES, SCHEDULERS, defaultConfig,
+  type Config, type ConfigInput, type Scheduler,
+} from './config/schema.js';

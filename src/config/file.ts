@@ -1,0 +1,172 @@
+// Loading a kube-proxy KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1) file into a
+// Layer. Every v1alpha1 field is accepted (kubeadm writes them all); fields with no meaning
+// here are ignored, with a warning when set to something that changes the datapath. Zero
+// values mean "default", as kube-proxy's defaulting does.
+
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { toHostname, toHostPort, toList } from './convert.js';
+import { parseDuration } from './duration.js';
+import { ConfigError, Layer } from './layer.js';
+import { HEALTHZ_PORT, METRICS_PORT } from './schema.js';
+
+/** The only API version understood. */
+export const KUBE_PROXY_API_VERSION = 'kubeproxy.config.k8s.io/v1alpha1';
+
+const str = z.string().nullish();
+const dur = z.string().nullish();
+const bool = z.boolean().nullish();
+const int = z.number().int().nullish();
+const strs = z.array(z.string()).nullish();
+const section = <T extends z.core.$ZodLooseShape>(shape: T) => z.strictObject(shape).nullish();
+
+/** Schema of the KubeProxyConfiguration v1alpha1 document (types only; values are checked by ConfigSchema). */
+export const KubeProxyConfigurationSchema = z.strictObject({
+  apiVersion: z.literal(KUBE_PROXY_API_VERSION),
+  kind: z.literal('KubeProxyConfiguration'),
+  featureGates: z.record(z.string(), z.boolean()).nullish(),
+  clientConnection: section({ kubeconfig: str, acceptContentTypes: str, contentType: str, qps: z.number().nullish(), burst: int }),
+  logging: section({ format: str, flushFrequency: z.union([z.string(), z.number()]).nullish(), verbosity: int, vmodule: z.unknown().optional(), options: z.unknown().optional() }),
+  hostnameOverride: str,
+  bindAddress: str,
+  healthzBindAddress: str,
+  metricsBindAddress: str,
+  bindAddressHardFail: bool,
+  enableProfiling: bool,
+  showHiddenMetricsForVersion: str,
+  mode: str,
+  iptables: section({ masqueradeBit: int, masqueradeAll: bool, localhostNodePorts: bool, snatNodeInternalIP: bool, syncPeriod: dur, minSyncPeriod: dur }),
+  ipvs: section({ syncPeriod: dur, minSyncPeriod: dur, scheduler: str, excludeCIDRs: strs, strictARP: bool, tcpTimeout: dur, tcpFinTimeout: dur, udpTimeout: dur }),
+  nftables: section({ masqueradeBit: int, masqueradeAll: bool, syncPeriod: dur, minSyncPeriod: dur }),
+  winkernel: section({ networkName: str, sourceVip: str, enableDSR: bool, rootHnsEndpointName: str, forwardHealthCheckVip: bool }),
+  detectLocalMode: str,
+  detectLocal: section({ bridgeInterface: str, interfaceNamePrefix: str }),
+  clusterCIDR: str,
+  nodePortAddresses: strs,
+  oomScoreAdj: int,
+  conntrack: section({ maxPerCore: int, min: int, tcpEstablishedTimeout: dur, tcpCloseWaitTimeout: dur, tcpBeLiberal: bool, udpTimeout: dur, udpStreamTimeout: dur }),
+  configSyncPeriod: dur,
+  portRange: str,
+  windowsRunAsService: bool,
+  // Removed from v1alpha1 in later releases; older kubeadm still writes them.
+  udpIdleTimeout: dur,
+  resourceContainer: str,
+});
+
+/** A parsed KubeProxyConfiguration document. */
+export type KubeProxyConfiguration = z.output<typeof KubeProxyConfigurationSchema>;
+
+/** What a config file contributes: its values and the warnings about fields it ignores. */
+export interface FileLayer {
+  layer: Layer;
+  warnings: string[];
+}
+
+// Ignored fields worth a warning when set, with the value that matches what we do anyway.
+const WARN_ROOTS = ['featureGates', 'detectLocalMode', 'detectLocal', 'conntrack', 'nftables', 'winkernel', 'oomScoreAdj', 'iptables.localhostNodePorts', 'iptables.snatNodeInternalIP'];
+const HARMLESS: Readonly<Record<string, unknown>> = { detectLocalMode: 'ClusterCIDR', 'iptables.localhostNodePorts': true };
+
+/** Parses the text of a KubeProxyConfiguration file (YAML or JSON) into a Layer; throws ConfigError naming each bad field. */
+export function parseKubeProxyConfiguration(text: string, fileName: string): FileLayer {
+  const fail = (msg: string): never => {
+    throw new ConfigError([`${fileName}: ${msg}`]);
+  };
+  let doc: unknown;
+  try {
+    doc = parseYaml(text);
+  } catch (err) {
+    fail(`invalid YAML: ${(err as Error).message.split('\n')[0]}`);
+  }
+  if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) fail('expected a KubeProxyConfiguration object');
+  const parsed = KubeProxyConfigurationSchema.safeParse(doc, { error: fileIssueMessage });
+  if (!parsed.success) {
+    throw new ConfigError(parsed.error.issues.flatMap((iss) => {
+      if (iss.code === 'unrecognized_keys') return iss.keys.map((k) => `${fileName}: ${fieldPath([...iss.path, k])}: unknown field`);
+      return [`${fileName}: ${fieldPath(iss.path)}: ${iss.message}`];
+    }));
+  }
+  return { layer: toLayer(parsed.data, fileName), warnings: ignoredFieldWarnings(parsed.data, fileName) };
+}
+
+function fileIssueMessage(iss: z.core.$ZodRawIssue): string | undefined {
+  const got = iss.input === undefined ? 'nothing' : JSON.stringify(iss.input);
+  if (iss.code === 'invalid_value') return `expected ${iss.values.map((v) => JSON.stringify(v)).join(' or ')}, got ${got}`;
+  if (iss.code === 'invalid_type') return `expected ${iss.expected}, got ${got}`;
+  return undefined;
+}
+
+function fieldPath(path: readonly PropertyKey[]): string {
+  return path.map((k, i) => (typeof k === 'number' ? `[${k}]` : i === 0 ? String(k) : `.${String(k)}`)).join('') || '(document)';
+}
+
+function toLayer(c: KubeProxyConfiguration, fileName: string): Layer {
+  const layer = new Layer();
+  const issues: string[] = [];
+  const put = <T>(field: string, path: string, raw: T | null | undefined, convert: (v: T) => unknown, indexed = false): void => {
+    if (raw === null || raw === undefined) return;
+    try {
+      layer.set(path, convert(raw), { label: `${fileName}: ${field}`, indexed });
+    } catch (err) {
+      issues.push(`${fileName}: ${field}: ${(err as Error).message}`);
+    }
+  };
+  const str = (v: string | null | undefined): string | undefined => (v === '' ? undefined : v ?? undefined);
+  // A zero duration means "unset" for the sync periods, as kube-proxy's defaulting.
+  const period = (v: string | null | undefined): string | undefined => (v === undefined || v === null || parseDurationOrNaN(v) === 0 ? undefined : v);
+  const same = <T>(v: T): T => v;
+
+  put('mode', 'mode', str(c.mode), same);
+  put('hostnameOverride', 'hostnameOverride', str(c.hostnameOverride), toHostname);
+  put('bindAddress', 'bindAddress', str(c.bindAddress), same);
+  put('healthzBindAddress', 'healthzBindAddress', str(c.healthzBindAddress), toHostPort(HEALTHZ_PORT));
+  put('metricsBindAddress', 'metricsBindAddress', str(c.metricsBindAddress), toHostPort(METRICS_PORT));
+  put('clusterCIDR', 'clusterCIDRs', str(c.clusterCIDR), toList);
+  put('nodePortAddresses', 'nodePortAddresses', c.nodePortAddresses, same, true);
+  put('clientConnection.kubeconfig', 'kubeconfig', str(c.clientConnection?.kubeconfig), same);
+  put('logging.format', 'log.format', str(c.logging?.format), same);
+  put('logging.verbosity', 'log.verbosity', c.logging?.verbosity, same);
+  put('iptables.masqueradeAll', 'masqueradeAll', c.iptables?.masqueradeAll, same);
+  put('iptables.masqueradeBit', 'masqueradeBit', c.iptables?.masqueradeBit, same);
+  put('iptables.syncPeriod', 'iptables.syncPeriodMs', period(c.iptables?.syncPeriod), parseDuration);
+  put('iptables.minSyncPeriod', 'iptables.minSyncPeriodMs', period(c.iptables?.minSyncPeriod), parseDuration);
+  const ipvs = c.ipvs;
+  put('ipvs.scheduler', 'ipvs.scheduler', str(ipvs?.scheduler), same);
+  put('ipvs.syncPeriod', 'ipvs.syncPeriodMs', period(ipvs?.syncPeriod), parseDuration);
+  put('ipvs.minSyncPeriod', 'ipvs.minSyncPeriodMs', period(ipvs?.minSyncPeriod), parseDuration);
+  put('ipvs.excludeCIDRs', 'ipvs.excludeCIDRs', ipvs?.excludeCIDRs, same, true);
+  put('ipvs.strictARP', 'ipvs.strictARP', ipvs?.strictARP, same);
+  put('ipvs.tcpTimeout', 'ipvs.tcpTimeoutMs', ipvs?.tcpTimeout, parseDuration);
+  put('ipvs.tcpFinTimeout', 'ipvs.tcpFinTimeoutMs', ipvs?.tcpFinTimeout, parseDuration);
+  put('ipvs.udpTimeout', 'ipvs.udpTimeoutMs', ipvs?.udpTimeout, parseDuration);
+  if (issues.length > 0) throw new ConfigError(issues);
+  return layer;
+}
+
+function parseDurationOrNaN(text: string): number {
+  try {
+    return parseDuration(text);
+  } catch {
+    return Number.NaN; // reported by the conversion itself
+  }
+}
+
+function ignoredFieldWarnings(c: KubeProxyConfiguration, fileName: string): string[] {
+  const warnings: string[] = [];
+  const visit = (path: string, value: unknown): void => {
+    if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
+      for (const [k, v] of Object.entries(value)) visit(`${path}.${k}`, v);
+    } else if (isSet(value) && HARMLESS[path] !== value) {
+      warnings.push(`${fileName}: ${path}: not supported by kube-ipvs-proxy, ignored`);
+    }
+  };
+  for (const root of WARN_ROOTS) {
+    const [a, b] = root.split('.') as [keyof KubeProxyConfiguration, string | undefined];
+    const top = c[a] as Record<string, unknown> | null | undefined;
+    visit(root, b === undefined ? top : top?.[b]);
+  }
+  return warnings;
+}
+
+function isSet(v: unknown): boolean {
+  return !(v === undefined || v === null || v === '' || v === false || v === 0 || v === '0' || v === '0s' || (Array.isArray(v) && v.length === 0));
+}

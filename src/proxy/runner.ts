@@ -1,0 +1,152 @@
+// A bounded-frequency runner, after kubernetes pkg/proxy/runner/bounded_frequency_runner.go:
+// run() asks for a sync; syncs start at least minInterval after the previous one ended, at
+// least one starts every maxInterval, a failed sync is retried after retryInterval, bursts
+// of requests coalesce into one sync, and the sync never runs concurrently with itself.
+
+/** Time and timers, injectable so tests can use a fake clock. Times are milliseconds. */
+export interface RunnerClock {
+  now(): number;
+  setTimeout(callback: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+
+/** The real clock: monotonic time and Node's timers (looked up at call time, so fake timers apply). */
+export const systemClock: RunnerClock = {
+  now: () => performance.now(),
+  setTimeout: (callback, ms) => setTimeout(callback, ms),
+  clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
+};
+
+/** Options of a BoundedFrequencyRunner; intervals are milliseconds. */
+export interface RunnerOptions {
+  /** Shortest time from the end of one sync to the start of the next (kube-proxy's minSyncPeriod). */
+  minIntervalMs: number;
+  /** Longest time from the end of one sync to the start of the next (syncPeriod); Infinity = none. */
+  maxIntervalMs: number;
+  /** After a failed sync, run again this soon (still no sooner than minIntervalMs). */
+  retryIntervalMs: number;
+  clock?: RunnerClock;
+  /** Called with whatever a failed sync threw or rejected with. */
+  onError?: (err: unknown) => void;
+}
+
+// Node's timers overflow past 2^31-1 ms (and then fire at once); longer waits are re-armed.
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** Runs an async sync function at a bounded frequency; see the file comment. Call start() to begin. */
+export class BoundedFrequencyRunner {
+  readonly #sync: () => Promise<void> | void;
+  readonly #min: number;
+  readonly #max: number;
+  readonly #retry: number;
+  readonly #clock: RunnerClock;
+  readonly #onError: (err: unknown) => void;
+
+  #started = false;
+  #stopped = false;
+  #requested = false;
+  #inFlight: Promise<void> | undefined;
+  #notBefore = -Infinity; // last end + minInterval
+  #periodicAt = Infinity; // last end (or start()) + maxInterval
+  #retryAt = Infinity;
+  #timer: unknown;
+  #timerAt = Infinity;
+
+  /** Throws a RangeError if an interval is negative or maxIntervalMs < minIntervalMs. */
+  constructor(sync: () => Promise<void> | void, options: RunnerOptions) {
+    const { minIntervalMs, maxIntervalMs, retryIntervalMs } = options;
+    for (const [name, v] of Object.entries({ minIntervalMs, maxIntervalMs, retryIntervalMs })) {
+      if (!(v >= 0)) throw new RangeError(`${name} must be >= 0, got ${v}`);
+    }
+    if (maxIntervalMs < minIntervalMs) throw new RangeError(`maxIntervalMs (${maxIntervalMs}) must be >= minIntervalMs (${minIntervalMs})`);
+    this.#sync = sync;
+    this.#min = minIntervalMs;
+    this.#max = maxIntervalMs;
+    this.#retry = retryIntervalMs;
+    this.#clock = options.clock ?? systemClock;
+    this.#onError = options.onError ?? (() => {});
+  }
+
+  /** Starts the loop: a run() made before now takes effect at once; the first periodic sync is maxInterval away. */
+  start(): void {
+    if (this.#started || this.#stopped) return;
+    this.#started = true;
+    this.#periodicAt = this.#clock.now() + this.#max;
+    this.#schedule();
+  }
+
+  /** Asks for a sync as soon as the min interval allows; requests made before it starts coalesce into one sync. */
+  run(): void {
+    if (this.#stopped) return;
+    this.#requested = true;
+    this.#schedule();
+  }
+
+  /** Asks for a sync no later than `ms` from now (still respecting the min interval), e.g. after a partial failure. */
+  retryAfter(ms: number): void {
+    if (this.#stopped) return;
+    this.#retryAt = Math.min(this.#retryAt, this.#clock.now() + Math.max(0, ms));
+    this.#schedule();
+  }
+
+  /** Stops the loop; resolves once a sync in flight has finished. No sync starts afterwards. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    this.#disarm();
+    await this.#inFlight;
+  }
+
+  /** When the next sync is due, ignoring the min interval. */
+  #dueAt(): number {
+    return Math.min(this.#requested ? -Infinity : Infinity, this.#periodicAt, this.#retryAt);
+  }
+
+  #schedule(): void {
+    if (!this.#started || this.#stopped || this.#inFlight !== undefined) return; // a finishing sync reschedules
+    const due = this.#dueAt();
+    if (due === Infinity) return this.#disarm();
+    const at = Math.max(due, this.#notBefore);
+    if (this.#timer !== undefined && this.#timerAt === at) return;
+    this.#disarm();
+    const delay = Math.min(MAX_TIMER_MS, Math.max(0, at - this.#clock.now()));
+    this.#timerAt = at;
+    this.#timer = this.#clock.setTimeout(() => this.#fire(), delay);
+  }
+
+  #disarm(): void {
+    if (this.#timer !== undefined) this.#clock.clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#timerAt = Infinity;
+  }
+
+  #fire(): void {
+    this.#timer = undefined;
+    this.#timerAt = Infinity;
+    if (this.#stopped || this.#inFlight !== undefined) return;
+    if (Math.max(this.#dueAt(), this.#notBefore) > this.#clock.now()) return this.#schedule(); // a capped long wait
+    this.#inFlight = this.#execute();
+  }
+
+  async #execute(): Promise<void> {
+    this.#requested = false;
+    this.#retryAt = Infinity; // this sync serves any pending retry; retryAfter() during it still counts
+    let failed = false;
+    try {
+      // Called from a microtask, so a sync that throws synchronously still settles after #inFlight is set.
+      await Promise.resolve().then(this.#sync);
+    } catch (err) {
+      failed = true;
+      try {
+        this.#onError(err);
+      } catch {
+        // a throwing error handler must not wedge the loop
+      }
+    }
+    const end = this.#clock.now();
+    this.#notBefore = end + this.#min;
+    this.#periodicAt = end + this.#max;
+    if (failed) this.#retryAt = Math.min(this.#retryAt, end + this.#retry);
+    this.#inFlight = undefined;
+    this.#schedule();
+  }
+}

@@ -1,0 +1,303 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { BoundedFrequencyRunner, type RunnerClock, type RunnerOptions } from '../../src/proxy/runner.js';
+
+// Fake timers drive a clock built on the (faked) globals, so every test is deterministic.
+const fakeClock: RunnerClock = {
+  now: () => Date.now(),
+  setTimeout: (cb, ms) => setTimeout(cb, ms),
+  clearTimeout: (h) => clearTimeout(h as ReturnType<typeof setTimeout>),
+};
+
+const MIN = 1_000;
+const MAX = 30_000;
+const RETRY = 5_000;
+
+/** A runner whose sync records its start times; `impl` decides what each sync does. */
+function harness(impl: () => Promise<void> | void = () => {}, opts: Partial<RunnerOptions> = {}) {
+  const starts: number[] = [];
+  const errors: unknown[] = [];
+  let active = 0;
+  let maxActive = 0;
+  const sync = vi.fn(async () => {
+    starts.push(Date.now());
+    active++;
+    maxActive = Math.max(maxActive, active);
+    try {
+      await impl();
+    } finally {
+      active--;
+    }
+  });
+  const runner = new BoundedFrequencyRunner(sync, {
+    minIntervalMs: MIN, maxIntervalMs: MAX, retryIntervalMs: RETRY, clock: fakeClock,
+    onError: (e) => errors.push(e), ...opts,
+  });
+  return { runner, sync, starts, errors, maxActive: () => maxActive };
+}
+
+/** A promise resolved by hand, to hold a sync in flight. */
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+const advance = (ms: number) => vi.advanceTimersByTimeAsync(ms);
+
+beforeEach(() => {
+  vi.useFakeTimers({ now: 0 });
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('BoundedFrequencyRunner', () => {
+  it('coalesces a burst of run() calls into one sync', async () => {
+    const h = harness();
+    h.runner.start();
+    for (let i = 0; i < 50; i++) h.runner.run();
+    await advance(0);
+    expect(h.starts).toEqual([0]);
+    await advance(MAX - 1);
+    expect(h.sync).toHaveBeenCalledTimes(1);
+    await h.runner.stop();
+  });
+
+  it('spaces syncs at least minInterval after the previous one ended, coalescing requests meanwhile', async () => {
+    const h = harness();
+    h.runner.start();
+    h.runner.run();
+    await advance(0);
+    await advance(100);
+    h.runner.run();
+    await advance(200);
+    h.runner.run();
+    h.runner.run();
+    await advance(MIN - 301);
+    expect(h.starts).toEqual([0]);
+    await advance(1);
+    expect(h.starts).toEqual([0, MIN]);
+    await advance(MIN * 3);
+    expect(h.starts).toEqual([0, MIN]);
+    await h.runner.stop();
+  });
+
+  it('measures minInterval from the end of a slow sync', async () => {
+    const gate = deferred();
+    let calls = 0;
+    const h = harness(() => (calls++ === 0 ? gate.promise : undefined));
+    h.runner.start();
+    h.runner.run();
+    await advance(0);
+    h.runner.run(); // arrives while the first sync runs
+    await advance(3_000);
+    gate.resolve();
+    await advance(0);
+    await advance(MIN - 1);
+    expect(h.starts).toEqual([0]);
+    await advance(1);
+    expect(h.starts).toEqual([0, 3_000 + MIN]);
+    await h.runner.stop();
+  });
+
+  it('runs at least every maxInterval with no requests, counted from the last sync', async () => {
+    const h = harness();
+    h.runner.start();
+    await advance(MAX - 1);
+    expect(h.sync).not.toHaveBeenCalled();
+    await advance(1);
+    expect(h.starts).toEqual([MAX]);
+    await advance(MAX);
+    expect(h.starts).toEqual([MAX, 2 * MAX]);
+    await advance(10_000);
+    h.runner.run(); // a requested sync pushes the next periodic one back
+    await advance(0);
+    await advance(MAX - 1);
+    expect(h.starts).toEqual([MAX, 2 * MAX, 2 * MAX + 10_000]);
+    await advance(1);
+    expect(h.starts).toEqual([MAX, 2 * MAX, 2 * MAX + 10_000, 3 * MAX + 10_000]);
+    await h.runner.stop();
+  });
+
+  it('retries a failed sync after retryInterval, reports the error, and stops retrying on success', async () => {
+    const boom = new Error('EBUSY');
+    let calls = 0;
+    const h = harness(() => {
+      if (calls++ < 2) throw boom;
+    });
+    h.runner.start();
+    h.runner.run();
+    await advance(0);
+    expect(h.errors).toEqual([boom]);
+    await advance(RETRY - 1);
+    expect(h.starts).toEqual([0]);
+    await advance(1);
+    expect(h.starts).toEqual([0, RETRY]);
+    expect(h.errors).toEqual([boom, boom]);
+    await advance(RETRY);
+    expect(h.starts).toEqual([0, RETRY, 2 * RETRY]);
+    await advance(MAX - 1); // succeeded: next is the periodic sync
+    expect(h.starts).toHaveLength(3);
+    await advance(1);
+    expect(h.starts).toEqual([0, RETRY, 2 * RETRY, 2 * RETRY + MAX]);
+    await h.runner.stop();
+  });
+
+  it('retries no sooner than minInterval and treats a rejected promise as a failure', async () => {
+    const h = harness(() => Promise.reject(new Error('no')), { retryIntervalMs: 10, minIntervalMs: 2_000 });
+    h.runner.start();
+    h.runner.run();
+    await advance(0);
+    await advance(1_999);
+    expect(h.starts).toEqual([0]);
+    await advance(1);
+    expect(h.starts).toEqual([0, 2_000]);
+    expect(h.errors).toHaveLength(2);
+    await h.runner.stop();
+  });
+
+  it('retryAfter() asks for a sync within the given time, even when called by the sync itself', async () => {
+    let runner!: BoundedFrequencyRunner;
+    let calls = 0;
+    const h = harness(() => {
+      if (calls++ === 0) runner.retryAfter(2_500); // e.g. a partial failure
+    });
+    runner = h.runner;
+    h.runner.start();
+    h.runner.run();
+    await advance(0);
+    await advance(2_499);
+    expect(h.starts).toEqual([0]);
+    await advance(1);
+    expect(h.starts).toEqual([0, 2_500]);
+    h.runner.retryAfter(0); // still bounded by minInterval
+    await advance(MIN - 1);
+    expect(h.starts).toHaveLength(2);
+    await advance(1);
+    expect(h.starts).toEqual([0, 2_500, 2_500 + MIN]);
+    await h.runner.stop();
+  });
+
+  it('never runs the sync concurrently with itself', async () => {
+    const gates: Array<() => void> = [];
+    const h = harness(() => new Promise<void>((r) => gates.push(r)), { minIntervalMs: 0, maxIntervalMs: 100, retryIntervalMs: 0 });
+    h.runner.start();
+    for (let t = 0; t < 1_000; t += 10) {
+      h.runner.run();
+      h.runner.retryAfter(0);
+      await advance(10);
+    }
+    expect(h.sync).toHaveBeenCalledTimes(1);
+    gates.shift()!();
+    await advance(0);
+    expect(h.sync).toHaveBeenCalledTimes(2); // the requests made meanwhile became one sync
+    gates.shift()!();
+    await advance(0);
+    expect(h.maxActive()).toBe(1);
+    await h.runner.stop();
+  });
+
+  it('holds requests made before start() until start()', async () => {
+    const h = harness();
+    h.runner.run();
+    h.runner.run();
+    await advance(MAX * 2);
+    expect(h.sync).not.toHaveBeenCalled();
+    h.runner.start();
+    await advance(0);
+    expect(h.starts).toEqual([MAX * 2]);
+    await h.runner.stop();
+  });
+
+  it('stop() waits for the sync in flight, then nothing else runs and no timer is left', async () => {
+    const gate = deferred();
+    const h = harness(() => gate.promise);
+    h.runner.start();
+    h.runner.run();
+    await advance(0);
+    h.runner.run();
+    let stopped = false;
+    const stopping = h.runner.stop().then(() => (stopped = true));
+    await advance(0);
+    expect(stopped).toBe(false);
+    gate.resolve();
+    await stopping;
+    expect(stopped).toBe(true);
+    expect(vi.getTimerCount()).toBe(0);
+    h.runner.run();
+    h.runner.retryAfter(0);
+    h.runner.start();
+    await advance(MAX * 3);
+    expect(h.sync).toHaveBeenCalledTimes(1);
+  });
+
+  it('stop() cancels a pending sync and the periodic timer', async () => {
+    const h = harness();
+    h.runner.start();
+    h.runner.run();
+    await advance(0);
+    h.runner.run(); // pending behind the min interval
+    await h.runner.stop();
+    expect(vi.getTimerCount()).toBe(0);
+    await advance(MAX * 2);
+    expect(h.sync).toHaveBeenCalledTimes(1);
+  });
+
+  it('keeps running after the error handler itself throws', async () => {
+    let calls = 0;
+    const sync = vi.fn(() => {
+      if (calls++ === 0) throw new Error('first');
+    });
+    const runner = new BoundedFrequencyRunner(sync, {
+      minIntervalMs: 0, maxIntervalMs: MAX, retryIntervalMs: 100, clock: fakeClock,
+      onError: () => {
+        throw new Error('handler');
+      },
+    });
+    runner.start();
+    runner.run();
+    await advance(100);
+    expect(sync).toHaveBeenCalledTimes(2);
+    await runner.stop();
+  });
+
+  it('with maxInterval = Infinity, arms no timer while idle', async () => {
+    const h = harness(undefined, { maxIntervalMs: Infinity });
+    h.runner.start();
+    expect(vi.getTimerCount()).toBe(0);
+    h.runner.run();
+    await advance(0);
+    expect(h.sync).toHaveBeenCalledTimes(1);
+    expect(vi.getTimerCount()).toBe(0);
+    await h.runner.stop();
+  });
+
+  it('re-arms waits longer than a Node timer can hold', async () => {
+    const day = 86_400_000;
+    const h = harness(undefined, { maxIntervalMs: 30 * day });
+    h.runner.start();
+    await advance(25 * day);
+    expect(h.sync).not.toHaveBeenCalled();
+    await advance(5 * day);
+    expect(h.starts).toEqual([30 * day]);
+    await h.runner.stop();
+  });
+
+  it('rejects inconsistent intervals', () => {
+    const sync = () => {};
+    expect(() => new BoundedFrequencyRunner(sync, { minIntervalMs: 10, maxIntervalMs: 5, retryIntervalMs: 1 })).toThrow(/maxIntervalMs \(5\) must be >= minIntervalMs \(10\)/);
+    expect(() => new BoundedFrequencyRunner(sync, { minIntervalMs: -1, maxIntervalMs: 5, retryIntervalMs: 1 })).toThrow(/minIntervalMs must be >= 0/);
+    expect(() => new BoundedFrequencyRunner(sync, { minIntervalMs: 0, maxIntervalMs: 5, retryIntervalMs: Number.NaN })).toThrow(/retryIntervalMs/);
+  });
+
+  it('works on the system clock', async () => {
+    vi.useRealTimers();
+    const sync = vi.fn();
+    const runner = new BoundedFrequencyRunner(sync, { minIntervalMs: 0, maxIntervalMs: 60_000, retryIntervalMs: 0 });
+    runner.start();
+    runner.run();
+    await new Promise((r) => setTimeout(r, 20));
+    expect(sync).toHaveBeenCalledTimes(1);
+    await runner.stop();
+  });
+});
