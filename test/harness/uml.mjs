@@ -151,12 +151,18 @@ export async function runInUml({ command, cwd = REPO_ROOT, env = {}, timeoutMs =
   const child = spawn(kernel, args, { detached: true, stdio: ['ignore', bootLog, bootLog], env: { PATH, TMPDIR: umlMemDir() } });
   closeSync(bootLog);
 
+  // If this process dies without running its handlers (SIGKILL), its end of the watchdog's stdin
+  // closes and the watchdog kills UML and removes `dir`.
+  const watchdog = spawn('sh', ['-c', `read _; kill -KILL -${child.pid}; sleep 1; rm -rf ${q(dir)}`],
+    { detached: true, stdio: ['pipe', 'ignore', 'ignore'] });
+  watchdog.unref();
+  const stopWatchdog = () => { watchdog.kill('SIGKILL'); watchdog.stdin.destroy(); };
   // UML runs as several host processes in one process group (spawned detached): kill the group.
   const killGroup = () => {
     try { process.kill(-child.pid, 'SIGKILL'); return true; } catch { return false; }
   };
   const removeDir = () => { if (process.env.KIP_UML_KEEP !== '1') rmSync(dir, { recursive: true, force: true }); };
-  const onSignal = (sig) => { killGroup(); removeDir(); process.off(sig, onSignal); process.kill(process.pid, sig); };
+  const onSignal = (sig) => { killGroup(); stopWatchdog(); removeDir(); process.off(sig, onSignal); process.kill(process.pid, sig); };
   process.on('exit', killGroup);
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
@@ -174,6 +180,7 @@ export async function runInUml({ command, cwd = REPO_ROOT, env = {}, timeoutMs =
   } finally {
     clearTimeout(timer);
     clearInterval(tail);
+    stopWatchdog();
     for (const deadline = Date.now() + 5_000; killGroup() && Date.now() < deadline;) await sleep(100);
     process.off('exit', killGroup);
     process.off('SIGINT', onSignal);
