@@ -1,0 +1,155 @@
+// The IPVS client against a real IPVS kernel (UML), cross-checked both ways with ipvsadm.
+import { execFileSync } from 'node:child_process';
+
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+
+import { NetlinkIpvsClient, throwFirstFailure, type IpvsClient, type IpvsOp } from '../../../src/kernel/ipvs/client.js';
+import type { Destination, VirtualService } from '../../../src/kernel/ipvs/types.js';
+import { assertIsolated } from '../lib/guard.js';
+import { normalize, parseSave, toRestoreLines, withThresholds, type SavedService } from '../lib/ipvsadm.js';
+
+assertIsolated();
+
+const sh = (cmd: string, args: string[], input?: string): string =>
+  execFileSync(cmd, args, { encoding: 'utf8', ...(input !== undefined ? { input } : {}) });
+/** What ipvsadm reads: `-Sn` for the objects, `-Ln --thresholds` for what -S leaves out. */
+const ipvsadmSave = (): SavedService[] => withThresholds(parseSave(sh('ipvsadm', ['-Sn'])), sh('ipvsadm', ['-Ln', '--thresholds', '--exact']));
+
+const v4 = (port: number, scheduler: string, extra: Partial<VirtualService> = {}): VirtualService => ({
+  family: 'ipv4', protocol: 'tcp', address: '10.96.1.1', port, fwmark: null, scheduler, flags: [], timeout: 0, netmask: 32, ...extra,
+});
+const dst = (address: string, port: number, extra: Partial<Destination> = {}): Destination => ({
+  address, port, forward: 'masq', weight: 1, upperThreshold: 0, lowerThreshold: 0, ...extra,
+});
+const SCHEDULERS = ['rr', 'wrr', 'lc', 'wlc', 'lblc', 'lblcr', 'dh', 'sh', 'sed', 'nq', 'mh', 'fo', 'ovf'];
+
+/** Every feature the client must round-trip: schedulers, flags, persistence, families, protocols, fwmarks, forwarding. */
+const MATRIX: SavedService[] = [
+  ...SCHEDULERS.map((s, i) => ({ ...v4(1000 + i, s), destinations: [dst('10.255.255.2', 8080), dst('10.255.255.3', 8080, { weight: 3 })] })),
+  { ...v4(80, 'rr', { flags: ['persistent'], timeout: 10800, netmask: 24 }), destinations: [dst('10.255.255.4', 80, { upperThreshold: 100, lowerThreshold: 10 })] },
+  { ...v4(81, 'sh', { flags: ['sh-fallback', 'sh-port'] }), destinations: [dst('10.255.255.5', 81, { forward: 'route' })] /* ipvsadm: DR keeps the service port */ },
+  { ...v4(82, 'mh', { flags: ['mh-fallback', 'mh-port'] }), destinations: [dst('10.255.255.6', 82, { forward: 'tunnel', weight: 0 })] },
+  { ...v4(53, 'rr', { protocol: 'udp', flags: ['ops'] }), destinations: [dst('10.255.255.7', 5353)] },
+  { ...v4(9000, 'wlc', { protocol: 'sctp' }), destinations: [dst('10.255.255.8', 9000)] },
+  { ...v4(443, 'rr', { family: 'ipv6', address: 'fd00:96::1', flags: ['persistent'], timeout: 600, netmask: 64 }), destinations: [dst('fd00:255::2', 8443)] },
+  { ...v4(0, 'rr', { protocol: null, address: null, port: null, fwmark: 7 }), destinations: [dst('10.255.255.9', 0, { forward: 'route' })] },
+  { ...v4(0, 'lc', { family: 'ipv6', protocol: null, address: null, port: null, fwmark: 8 }), destinations: [dst('fd00:255::3', 0, { forward: 'route' })] },
+];
+
+let client: IpvsClient;
+
+beforeAll(async () => {
+  sh('ip', ['-6', 'addr', 'add', 'fd00:255::1/64', 'dev', 'uml0', 'nodad']);
+  const a = await NetlinkIpvsClient.open();
+  if (!a.available) throw new Error(a.reason);
+  client = a.client;
+});
+afterAll(() => {
+  client?.close();
+  sh('ipvsadm', ['-C']);
+  sh('ip', ['-6', 'addr', 'del', 'fd00:255::1/64', 'dev', 'uml0']);
+});
+beforeEach(() => void sh('ipvsadm', ['-C']));
+
+function opsFor(services: readonly SavedService[]): IpvsOp[] {
+  return services.flatMap(({ destinations, ...service }) => [
+    { kind: 'addService' as const, service },
+    ...destinations.map((destination) => ({ kind: 'addDestination' as const, service, destination })),
+  ]);
+}
+
+describe('IPVS client against the kernel', () => {
+  it('reports version and connection table size like ipvsadm', async () => {
+    const info = await client.info();
+    expect(sh('ipvsadm', ['-Ln'])).toContain(`IP Virtual Server version ${info.version} (size=${info.connTableSize})`);
+  });
+
+  it('what the client writes, ipvsadm reads exactly', async () => {
+    throwFirstFailure(await client.apply(opsFor(MATRIX)));
+    expect(normalize(ipvsadmSave())).toEqual(normalize(MATRIX));
+    // --exact: the same objects in ipvsadm's list format, one line per service and real server.
+    const listed = sh('ipvsadm', ['-Ln', '--exact']).split('\n').filter((l) => /^(TCP|UDP|SCTP|FWM)|->/.test(l.trim()));
+    expect(listed.length).toBe(MATRIX.length + MATRIX.reduce((n, s) => n + s.destinations.length, 0) + 1);
+  });
+
+  it('what ipvsadm writes, the client reads exactly', async () => {
+    sh('ipvsadm-restore', [], MATRIX.flatMap(toRestoreLines).join('\n') + '\n');
+    const dumped = await client.dumpAll();
+    expect(normalize(dumped)).toEqual(normalize(MATRIX));
+    for (const s of dumped) for (const d of s.destinations) expect(d).toMatchObject({ activeConns: 0, inactiveConns: 0, persistConns: 0 });
+  });
+
+  it('edits services and destinations in place', async () => {
+    const svc = v4(80, 'rr');
+    throwFirstFailure(await client.apply([{ kind: 'addService', service: svc }, { kind: 'addDestination', service: svc, destination: dst('10.255.255.2', 80) }]));
+    throwFirstFailure(
+      await client.apply([
+        { kind: 'updateService', service: { ...svc, scheduler: 'wlc', flags: ['persistent'], timeout: 30 } },
+        { kind: 'updateDestination', service: svc, destination: dst('10.255.255.2', 80, { weight: 0, upperThreshold: 5 }) },
+      ]),
+    );
+    expect(normalize(ipvsadmSave())).toEqual(
+      normalize([{ ...svc, scheduler: 'wlc', flags: ['persistent'], timeout: 30, destinations: [dst('10.255.255.2', 80, { weight: 0, upperThreshold: 5 })] }]),
+    );
+    throwFirstFailure(await client.apply([{ kind: 'deleteDestination', service: svc, destination: { address: '10.255.255.2', port: 80 } }]));
+    expect(await client.listDestinations(svc)).toEqual([]);
+    throwFirstFailure(await client.apply([{ kind: 'deleteService', service: svc }]));
+    expect(sh('ipvsadm', ['-Sn']).trim()).toBe('');
+  });
+
+  it('a batch reports each op: errors name the object, the others are applied', async () => {
+    const a = v4(80, 'rr');
+    const b = v4(81, 'rr');
+    const missing = v4(99, 'rr');
+    const results = await client.apply([
+      { kind: 'addService', service: a },
+      { kind: 'addService', service: a },
+      { kind: 'addService', service: { ...v4(82, 'nosuch') } },
+      { kind: 'addService', service: { ...b, address: '10.96.1.300' } },
+      { kind: 'deleteService', service: missing },
+      { kind: 'deleteDestination', service: a, destination: { address: '10.255.255.2', port: 80 } },
+      { kind: 'addService', service: b },
+      { kind: 'addDestination', service: b, destination: dst('10.255.255.2', 80) },
+    ]);
+    const codes = results.map((r) => (r.ok ? 'ok' : r.error.code));
+    expect(codes).toEqual(['ok', 'EEXIST', 'ENOENT', 'ERR_INVALID_INPUT', 'ESRCH', 'ENOENT', 'ok', 'ok']);
+    const errors = results.flatMap((r) => (r.ok ? [] : [r.error]));
+    expect(errors[0]).toMatchObject({ op: 'ipvs.addService', errno: 17, object: 'tcp/10.96.1.1:80' });
+    expect(errors[1]!.message).toMatch(/scheduler "nosuch" is not available in the kernel/);
+    expect(errors[2]!.message).toMatch(/service\.address: not an IP address/);
+    expect(errors[4]).toMatchObject({ op: 'ipvs.deleteDestination', object: 'tcp/10.96.1.1:80 -> 10.255.255.2:80' });
+    expect(normalize(ipvsadmSave())).toEqual(normalize([{ ...a, destinations: [] }, { ...b, destinations: [dst('10.255.255.2', 80)] }]));
+  });
+
+  it('listing destinations of a missing service is an empty dump, not an error', async () => {
+    expect(await client.listDestinations(v4(4242, 'rr'))).toEqual([]);
+  });
+
+  it('sets and reads timeouts like ipvsadm --set', async () => {
+    const before = await client.getTimeouts();
+    await client.setTimeouts({ tcp: 901, tcpFin: 121, udp: 301 });
+    expect(sh('ipvsadm', ['-L', '--timeout'])).toContain('Timeout (tcp tcpfin udp): 901 121 301');
+    sh('ipvsadm', ['--set', '902', '0', '0']);
+    expect(await client.getTimeouts()).toEqual({ tcp: 902, tcpFin: 121, udp: 301 });
+    await client.setTimeouts(before);
+  });
+
+  it('dumps large tables completely (multipart dumps) and flushes', async () => {
+    const big: SavedService[] = Array.from({ length: 300 }, (_, i) => ({
+      ...v4(10000 + i, 'rr'),
+      destinations: Array.from({ length: 10 }, (_, j) => dst(`10.255.${1 + Math.floor(j / 250)}.${(j % 250) + 2}`, 8000 + i)),
+    }));
+    sh('ip', ['addr', 'add', '10.255.1.1/24', 'dev', 'uml0']);
+    try {
+      throwFirstFailure(await client.apply(opsFor(big)));
+      const dumped = await client.dumpAll();
+      expect(dumped).toHaveLength(300);
+      expect(normalize(dumped)).toEqual(normalize(big));
+      expect(normalize(ipvsadmSave())).toEqual(normalize(big));
+      await client.flush();
+      expect(await client.listServices()).toEqual([]);
+    } finally {
+      sh('ip', ['addr', 'del', '10.255.1.1/24', 'dev', 'uml0']);
+    }
+  });
+});
