@@ -9,6 +9,7 @@
         "native/schemas.cc",
         "native/schemas_genl.cc",
         "native/schemas_ipvs.cc",
+        "native/schemas_rtnl.cc",
         "native/socket.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],

@@ -1,8 +1,11 @@
 #include "constants.h"
 
 #include <linux/genetlink.h>
+#include <linux/if.h>
+#include <linux/if_addr.h>
 #include <linux/ip_vs.h>
 #include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -85,6 +88,35 @@ Napi::Object ipvsConstants(Napi::Env env) {
   return o;
 }
 
+Napi::Object rtnlConstants(Napi::Env env) {
+  Napi::Object o = Napi::Object::New(env);
+  KIP_CONST(o, RTM_NEWLINK);
+  KIP_CONST(o, RTM_DELLINK);
+  KIP_CONST(o, RTM_GETLINK);
+  KIP_CONST(o, RTM_NEWADDR);
+  KIP_CONST(o, RTM_DELADDR);
+  KIP_CONST(o, RTM_GETADDR);
+  KIP_CONST(o, IFF_UP);
+  KIP_CONST(o, IFF_LOOPBACK);
+  KIP_CONST(o, IFF_NOARP);
+  KIP_CONST(o, IFNAMSIZ);
+  KIP_CONST(o, RTEXT_FILTER_SKIP_STATS);
+  KIP_CONST(o, RT_SCOPE_UNIVERSE);
+  KIP_CONST(o, RT_SCOPE_SITE);
+  KIP_CONST(o, RT_SCOPE_LINK);
+  KIP_CONST(o, RT_SCOPE_HOST);
+  KIP_CONST(o, RT_SCOPE_NOWHERE);
+  KIP_CONST(o, IFA_F_SECONDARY);
+  KIP_CONST(o, IFA_F_NODAD);
+  KIP_CONST(o, IFA_F_OPTIMISTIC);
+  KIP_CONST(o, IFA_F_DADFAILED);
+  KIP_CONST(o, IFA_F_DEPRECATED);
+  KIP_CONST(o, IFA_F_TENTATIVE);
+  KIP_CONST(o, IFA_F_PERMANENT);
+  KIP_CONST(o, IFA_F_NOPREFIXROUTE);
+  return o;
+}
+
 }  // namespace
 
 Napi::Object constants(Napi::Env env) {
@@ -92,6 +124,7 @@ Napi::Object constants(Napi::Env env) {
   o.Set("netlink", netlinkConstants(env));
   o.Set("genl", genlConstants(env));
   o.Set("ipvs", ipvsConstants(env));
+  o.Set("rtnl", rtnlConstants(env));
   return o;
 }
 

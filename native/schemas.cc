@@ -9,6 +9,8 @@ static const RootSchema* const kRoots[] = {
     &kGenlCtrlRoot,
     &kIpvsRoot,
     &kIpvsInfoRoot,
+    &kRtnlLinkRoot,
+    &kRtnlAddrRoot,
 };
 
 const RootSchema* findRootSchema(const char* name) {

@@ -9,5 +9,7 @@ extern const HeaderSpec kGenlHeader;
 extern const RootSchema kGenlCtrlRoot;
 extern const RootSchema kIpvsRoot;
 extern const RootSchema kIpvsInfoRoot;
+extern const RootSchema kRtnlLinkRoot;
+extern const RootSchema kRtnlAddrRoot;
 
 }  // namespace kip

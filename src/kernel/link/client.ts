@@ -1,0 +1,213 @@
+// The link client: the dummy interface, its addresses (batched) and the node's local addresses.
+import { constants as os } from 'node:os';
+
+import { constantsOf, type NlRequest } from '../../native/binding.js';
+import { NetlinkError, ValidationError } from '../errors.js';
+import { NetlinkConnection } from '../netlink.js';
+import {
+  addressRequest,
+  checkLinkName,
+  deleteLinkRequest,
+  dumpAddressesRequest,
+  dumpLinksRequest,
+  getLinkRequest,
+  isIpv6LinkLocal,
+  isLoopback,
+  newDummyRequest,
+  parseAddress,
+  parseHostAddress,
+  parseLink,
+} from './codec.js';
+import {
+  DEFAULT_DUMMY_LINK,
+  LinkKindError,
+  type AddressResult,
+  type InterfaceAddress,
+  type Link,
+  type LinkRef,
+  type LocalAddress,
+  type LocalAddressOptions,
+} from './types.js';
+
+/** Everything the proxy needs from rtnetlink; implemented over netlink (and by test fakes). */
+export interface LinkClient {
+  /** Creates the dummy link (left down, as kube-proxy does) unless it exists; LinkKindError if the name is another kind of link. */
+  ensureDummy(name?: string): Promise<{ link: Link; created: boolean }>;
+  /** The link with this name, or null. */
+  getLink(name: string): Promise<Link | null>;
+  /** Deletes the link; false when there was none. With `kind`, refuses (LinkKindError) a link of another kind. */
+  deleteLink(name: string, opts?: { kind?: string }): Promise<boolean>;
+  /** The addresses on a link, canonical, in kernel order. ENODEV when the link is missing. */
+  listAddresses(link: LinkRef): Promise<string[]>;
+  /** Adds host addresses (/32, /128) in one batch; one result per input (EEXIST when present). */
+  addAddresses(link: LinkRef, addresses: readonly string[]): Promise<AddressResult[]>;
+  /** Deletes host addresses in one batch; one result per input (EADDRNOTAVAIL when absent). */
+  deleteAddresses(link: LinkRef, addresses: readonly string[]): Promise<AddressResult[]>;
+  /** The node's addresses on every link but the excluded ones, filtered like kube-proxy's NodePort addresses. */
+  localAddresses(opts?: LocalAddressOptions): Promise<LocalAddress[]>;
+  close(): void;
+}
+
+const N = constantsOf('netlink');
+
+function noSuchLink(op: string, name: string): NetlinkError {
+  return new NetlinkError({ op, code: 'ENODEV', errno: os.errno.ENODEV, object: name, message: `${op} ${name}: no such link (ENODEV)` });
+}
+
+/** Turns "Unknown device type" into what it means here. */
+function explainCreate(e: NetlinkError, name: string): NetlinkError {
+  if (e.code !== 'EOPNOTSUPP') return e;
+  return new NetlinkError({
+    op: e.op,
+    code: e.code,
+    errno: e.errno,
+    object: name,
+    ...(e.extAck ? { extAck: e.extAck } : {}),
+    message: `${e.op} ${name}: the kernel cannot create dummy links (EOPNOTSUPP${e.extAck ? `: ${e.extAck}` : ''}); load the dummy module or enable CONFIG_DUMMY`,
+  });
+}
+
+/** LinkClient over an rtnetlink (NETLINK_ROUTE) socket. */
+export class NetlinkLinkClient implements LinkClient {
+  private constructor(private readonly conn: NetlinkConnection) {}
+
+  /** Opens an rtnetlink socket in the caller's network namespace. */
+  static open(): NetlinkLinkClient {
+    return new NetlinkLinkClient(new NetlinkConnection(N.NETLINK_ROUTE!));
+  }
+
+  async getLink(name: string): Promise<Link | null> {
+    return this.lookup('link.get', name);
+  }
+
+  private async lookup(op: string, name: string): Promise<Link | null> {
+    checkLinkName(op, name);
+    try {
+      const replies = await this.conn.request('rtnl.link', getLinkRequest(name), op, name);
+      if (!replies[0]) throw new NetlinkError({ op, code: 'EBADMSG', errno: os.errno.EBADMSG, object: name });
+      return parseLink(op, replies[0]);
+    } catch (e) {
+      if (e instanceof NetlinkError && e.code === 'ENODEV') return null;
+      throw e;
+    }
+  }
+
+  async ensureDummy(name: string = DEFAULT_DUMMY_LINK): Promise<{ link: Link; created: boolean }> {
+    const op = 'link.ensureDummy';
+    // A link can vanish or appear between two calls: a few rounds settle it.
+    for (let round = 0; round < 3; round++) {
+      const found = await this.lookup(op, name);
+      if (found) {
+        if (found.kind !== 'dummy') throw new LinkKindError(op, name, 'dummy', found.kind);
+        return { link: found, created: false };
+      }
+      const [outcome] = await this.conn.batch('rtnl.link', [newDummyRequest(name)], () => ({ op, object: name }));
+      if (!outcome) throw new NetlinkError({ op, code: 'EIO', errno: os.errno.EIO, object: name });
+      if (!outcome.ok && outcome.error.code !== 'EEXIST') throw explainCreate(outcome.error, name);
+      if (outcome.ok) {
+        const link = await this.lookup(op, name);
+        if (link?.kind === 'dummy') return { link, created: true };
+      }
+    }
+    throw new NetlinkError({ op, code: 'EAGAIN', errno: os.errno.EAGAIN, object: name, message: `${op} ${name}: the link keeps changing under us` });
+  }
+
+  async deleteLink(name: string, opts: { kind?: string } = {}): Promise<boolean> {
+    const op = 'link.delete';
+    const link = await this.lookup(op, name);
+    if (!link) return false;
+    if (opts.kind !== undefined && link.kind !== opts.kind) throw new LinkKindError(op, name, opts.kind, link.kind);
+    try {
+      await this.conn.request('rtnl.link', deleteLinkRequest(link.index), op, name);
+      return true;
+    } catch (e) {
+      if (e instanceof NetlinkError && e.code === 'ENODEV') return false;
+      throw e;
+    }
+  }
+
+  private async resolve(op: string, link: LinkRef): Promise<Pick<Link, 'index' | 'name'>> {
+    if (typeof link !== 'string') {
+      if (!Number.isInteger(link.index) || link.index <= 0) throw new ValidationError(op, 'link.index', 'expected a positive integer');
+      return link;
+    }
+    const found = await this.lookup(op, link);
+    if (!found) throw noSuchLink(op, link);
+    return found;
+  }
+
+  private async dumpAddresses(op: string): Promise<InterfaceAddress[]> {
+    const msgs = await this.conn.dump('rtnl.addr', dumpAddressesRequest(), op);
+    const out: InterfaceAddress[] = [];
+    for (const m of msgs) {
+      const a = parseAddress(op, m);
+      if (a) out.push(a);
+    }
+    return out;
+  }
+
+  async listAddresses(link: LinkRef): Promise<string[]> {
+    const op = 'link.listAddresses';
+    const { index } = await this.resolve(op, link);
+    return (await this.dumpAddresses(op)).filter((a) => a.index === index).map((a) => a.address);
+  }
+
+  addAddresses(link: LinkRef, addresses: readonly string[]): Promise<AddressResult[]> {
+    return this.changeAddresses('add', link, addresses);
+  }
+
+  deleteAddresses(link: LinkRef, addresses: readonly string[]): Promise<AddressResult[]> {
+    return this.changeAddresses('delete', link, addresses);
+  }
+
+  private async changeAddresses(kind: 'add' | 'delete', link: LinkRef, addresses: readonly string[]): Promise<AddressResult[]> {
+    const op = kind === 'add' ? 'link.addAddress' : 'link.deleteAddress';
+    if (!Array.isArray(addresses)) throw new ValidationError(op, 'addresses', 'expected an array');
+    const results: AddressResult[] = new Array(addresses.length);
+    const parsed: Array<{ i: number; address: string }> = [];
+    addresses.forEach((input, i) => {
+      try {
+        parsed.push({ i, address: parseHostAddress(op, `addresses[${i}]`, input).address });
+      } catch (e) {
+        if (!(e instanceof ValidationError)) throw e;
+        results[i] = { address: String(input), ok: false, error: e };
+      }
+    });
+    if (parsed.length > 0) {
+      const target = await this.resolve(op, link);
+      const requests: NlRequest[] = parsed.map((p) => addressRequest(kind, target.index, p.address));
+      const outcomes = await this.conn.batch('rtnl.addr', requests, (j) => ({ op, object: `${parsed[j]!.address} dev ${target.name}` }));
+      outcomes.forEach((o, j) => {
+        const { i, address } = parsed[j]!;
+        results[i] = o.ok ? { address, ok: true } : { address, ok: false, error: o.error };
+      });
+    }
+    return results;
+  }
+
+  async localAddresses(opts: LocalAddressOptions = {}): Promise<LocalAddress[]> {
+    const op = 'link.localAddresses';
+    const exclude = new Set(opts.exclude ?? []);
+    // Addresses first: an address whose link is gone by the link dump is gone too.
+    const addrs = await this.dumpAddresses(op);
+    const links = await this.conn.dump('rtnl.link', dumpLinksRequest(), op);
+    const names = new Map<number, string>();
+    for (const m of links) {
+      const l = parseLink(op, m);
+      names.set(l.index, l.name);
+    }
+    const out: LocalAddress[] = [];
+    for (const a of addrs) {
+      const name = names.get(a.index);
+      if (name === undefined || exclude.has(name)) continue;
+      if (!opts.includeLoopback && isLoopback(a.address, a.family)) continue;
+      if (!opts.includeLinkLocal && isIpv6LinkLocal(a.address, a.family)) continue;
+      out.push({ address: a.address, family: a.family, interface: name });
+    }
+    return out;
+  }
+
+  close(): void {
+    this.conn.close();
+  }
+}
