@@ -1,0 +1,141 @@
+import { assertIsolated } from '../lib/guard.js';
+assertIsolated();
+
+// The link client inside User-Mode Linux (which has the dummy module): kube-ipvs0 created,
+// adopted and deleted; batched v4+v6 addresses cross-checked both ways with iproute2; the
+// addresses of a down dummy are local (traffic to them is accepted).
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+
+import { NetlinkError, isExist, isNotFound } from '../../../src/kernel/errors.js';
+import { DEFAULT_DUMMY_LINK, LinkKindError, NetlinkLinkClient } from '../../../src/kernel/link.js';
+import { NetLab, connectMany, delLink, run } from '../lib/netns.js';
+
+const client = NetlinkLinkClient.open();
+const lab = new NetLab();
+
+/** `ip -o addr show dev X` as "address/prefix" strings. */
+async function ipAddrs(dev: string): Promise<string[]> {
+  const out = await run('ip', ['-o', 'addr', 'show', 'dev', dev]);
+  return out
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => /\binet6?\s+(\S+)/.exec(l)![1]!);
+}
+
+const codes = (rs: ReadonlyArray<{ ok: boolean; error?: unknown }>) => rs.map((r) => (r.ok ? 'ok' : (r.error as NetlinkError).code));
+
+afterAll(async () => {
+  await lab.cleanup();
+  for (const l of [DEFAULT_DUMMY_LINK, 'kip-d1', 'kip-v1']) await delLink(l);
+  client.close();
+});
+
+describe('the dummy link', () => {
+  it('creates kube-ipvs0 as a dummy, left down; a second call adopts it', async () => {
+    const first = await client.ensureDummy();
+    expect(first).toMatchObject({ created: true, link: { name: 'kube-ipvs0', kind: 'dummy', up: false } });
+    const shown = await run('ip', ['-d', 'link', 'show', 'kube-ipvs0']);
+    expect(shown).toMatch(new RegExp(`^${first.link.index}: kube-ipvs0: <BROADCAST,NOARP> .* state DOWN`, 'm'));
+    expect(shown).toMatch(/^\s+dummy /m);
+    const again = await client.ensureDummy('kube-ipvs0');
+    expect(again).toEqual({ created: false, link: first.link });
+    expect(await client.getLink('kube-ipvs0')).toEqual(first.link);
+  });
+
+  it('adopts a dummy made by `ip link add`, refuses a veth of the same name', async () => {
+    await run('ip', ['link', 'add', 'kip-d1', 'type', 'dummy']);
+    const r = await client.ensureDummy('kip-d1');
+    expect(r).toMatchObject({ created: false, link: { name: 'kip-d1', kind: 'dummy' } });
+    expect(await client.deleteLink('kip-d1', { kind: 'dummy' })).toBe(true);
+    await expect(run('ip', ['link', 'show', 'kip-d1'])).rejects.toThrow(/does not exist/);
+
+    await run('ip', ['link', 'add', 'kip-v1', 'type', 'veth', 'peer', 'name', 'kip-v2']);
+    const e = await client.ensureDummy('kip-v1').catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(LinkKindError);
+    expect(e).toMatchObject({ actual: 'veth', expected: 'dummy', message: expect.stringMatching(/kip-v1 exists but is a veth, not a dummy/) });
+    await expect(client.deleteLink('kip-v1', { kind: 'dummy' })).rejects.toThrow(LinkKindError);
+    expect(await client.deleteLink('kip-v1')).toBe(true);
+  });
+});
+
+describe('addresses on kube-ipvs0', () => {
+  afterEach(async () => {
+    await run('ip', ['addr', 'flush', 'dev', 'kube-ipvs0']);
+  });
+
+  it('adds v4 and v6 in one batch; iproute2 sees them as /32 and /128, routed locally', async () => {
+    const v4 = Array.from({ length: 40 }, (_, i) => `10.96.${i >> 4}.${(i & 15) + 1}`);
+    const v6 = Array.from({ length: 40 }, (_, i) => `fd00:96::${(i + 1).toString(16)}`);
+    const all = v4.flatMap((a, i) => [a, v6[i]!]);
+    const results = await client.addAddresses('kube-ipvs0', all);
+    expect(codes(results).filter((c) => c !== 'ok')).toEqual([]);
+    expect(results.map((r) => r.address)).toEqual(all);
+
+    const shown = await ipAddrs('kube-ipvs0');
+    expect(shown.sort()).toEqual([...v4.map((a) => `${a}/32`), ...v6.map((a) => `${a}/128`)].sort());
+    expect(await run('ip', ['-6', 'addr', 'show', 'dev', 'kube-ipvs0'])).not.toMatch(/tentative|dadfailed/);
+    expect(await run('ip', ['route', 'get', '10.96.0.1'])).toMatch(/^local 10\.96\.0\.1 dev lo/);
+    expect(await run('ip', ['-6', 'route', 'get', 'fd00:96::1'])).toMatch(/^local fd00:96::1 /);
+    expect(new Set(await client.listAddresses('kube-ipvs0'))).toEqual(new Set(all));
+  });
+
+  it('reports EEXIST per existing address and EADDRNOTAVAIL per missing one', async () => {
+    await client.addAddresses('kube-ipvs0', ['10.96.1.1', 'fd00:96:1::1']);
+    const add = await client.addAddresses('kube-ipvs0', ['10.96.1.1', '10.96.1.2', 'fd00:96:1::1', 'fd00:96:1::2']);
+    expect(codes(add)).toEqual(['EEXIST', 'ok', 'EEXIST', 'ok']);
+    expect(add.filter((r) => !r.ok).every((r) => !r.ok && isExist(r.error))).toBe(true);
+    const del = await client.deleteAddresses('kube-ipvs0', ['10.96.1.1', '10.96.1.9', 'fd00:96:1::1', 'fd00:96:1::9']);
+    expect(codes(del)).toEqual(['ok', 'EADDRNOTAVAIL', 'ok', 'EADDRNOTAVAIL']);
+    expect(del.filter((r) => !r.ok).every((r) => !r.ok && isNotFound(r.error))).toBe(true);
+    expect((await ipAddrs('kube-ipvs0')).sort()).toEqual(['10.96.1.2/32', 'fd00:96:1::2/128']);
+  });
+
+  it('reads back exactly what `ip addr add` wrote, and deletes it', async () => {
+    const written = ['10.96.2.1', '10.96.2.200', '2001:db8:0:0:0:0:0:7', 'FD00:96:2::A', 'fd00:96:2:0:1:2:3:4'];
+    for (const a of written) await run('ip', ['addr', 'add', `${a}/${a.includes(':') ? 128 : 32}`, 'dev', 'kube-ipvs0']);
+    const expected = ['10.96.2.1', '10.96.2.200', '2001:db8::7', 'fd00:96:2::a', 'fd00:96:2:0:1:2:3:4'];
+    expect((await client.listAddresses('kube-ipvs0')).sort()).toEqual(expected.sort());
+    expect(codes(await client.deleteAddresses('kube-ipvs0', written))).toEqual(['ok', 'ok', 'ok', 'ok', 'ok']);
+    expect(await ipAddrs('kube-ipvs0')).toEqual([]);
+  });
+
+  it('accepts traffic to its addresses while the link is down', async () => {
+    await client.addAddresses('kube-ipvs0', ['10.96.3.1', 'fd00:96:3::1']);
+    expect((await client.getLink('kube-ipvs0'))?.up).toBe(false);
+    await lab.echoServer({ name: 'on-dummy', host: '10.96.3.1', port: 8080 });
+    await lab.echoServer({ name: 'on-dummy6', host: 'fd00:96:3::1', port: 8080 });
+    expect(await connectMany({ host: '10.96.3.1', port: 8080, count: 2 })).toEqual(['on-dummy', 'on-dummy']);
+    expect(await connectMany({ host: 'fd00:96:3::1', port: 8080, count: 1 })).toEqual(['on-dummy6']);
+  });
+
+  it('binds 1,000 addresses in one call', async () => {
+    const unique = Array.from({ length: 1000 }, (_, i) => `10.100.${i >> 8}.${i & 255}`);
+    const t0 = performance.now();
+    const added = await client.addAddresses('kube-ipvs0', unique);
+    const ms = performance.now() - t0;
+    expect(codes(added).filter((c) => c !== 'ok')).toEqual([]);
+    expect(await ipAddrs('kube-ipvs0')).toHaveLength(unique.length);
+    console.log(`link: ${unique.length} addresses added in ${ms.toFixed(0)} ms (UML)`);
+    expect(codes(await client.deleteAddresses('kube-ipvs0', unique)).filter((c) => c !== 'ok')).toEqual([]);
+  });
+});
+
+describe('local addresses and cleanup', () => {
+  it('lists the node addresses (uml0) but not the dummy ones', async () => {
+    await client.addAddresses('kube-ipvs0', ['10.96.4.1', 'fd00:96:4::1']);
+    const local = await client.localAddresses({ exclude: ['kube-ipvs0'] });
+    expect(local).toContainEqual({ address: '10.255.255.1', family: 'ipv4', interface: 'uml0' });
+    const text = JSON.stringify(local);
+    for (const gone of ['10.96.4.1', 'fd00:96:4::1', '127.0.0.1', 'fe80:']) expect(text).not.toContain(gone);
+    expect(await client.localAddresses()).toContainEqual({ address: '10.96.4.1', family: 'ipv4', interface: 'kube-ipvs0' });
+  });
+
+  it('deletes kube-ipvs0 with its addresses; a second delete finds nothing', async () => {
+    expect(await client.deleteLink('kube-ipvs0', { kind: 'dummy' })).toBe(true);
+    expect(await client.getLink('kube-ipvs0')).toBeNull();
+    await expect(run('ip', ['link', 'show', 'kube-ipvs0'])).rejects.toThrow(/does not exist/);
+    expect(await run('ip', ['route', 'get', '10.96.4.1'])).not.toMatch(/^local/);
+    expect(await client.deleteLink('kube-ipvs0')).toBe(false);
+    await expect(client.addAddresses('kube-ipvs0', ['10.96.4.2'])).rejects.toMatchObject({ code: 'ENODEV' });
+  });
+});
