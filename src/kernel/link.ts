@@ -2,3 +2,4 @@
 export * from './link/types.js';
 export { NetlinkLinkClient, type LinkClient } from './link/client.js';
 export { parseHostAddress } from './link/codec.js';
+export { FakeLinkClient } from './link/fake.js';

@@ -1,4 +1,9 @@
 // The link client: the dummy interface, its addresses (batched) and the node's local addresses.
+// Like kube-proxy's IPVS mode (pkg/proxy/ipvs/netlink_linux.go), kube-ipvs0 is left DOWN: a down
+// link's addresses still get local routes (NOTE: fib_add_ifaddr in net/ipv4/fib_frontend.c;
+// addrconf_f6i_alloc's fc_ignore_dev_down in net/ipv6/route.c), so traffic to them is accepted.
+// IPv6 adds carry IFA_F_NODAD: kube-proxy relies on the dummy's IFF_NOARP to skip DAD
+// (addrconf_dad_begin, net/ipv6/addrconf.c); NODAD keeps an address usable on any link kind.
 import { constants as os } from 'node:os';
 
 import { constantsOf, type NlRequest } from '../../native/binding.js';

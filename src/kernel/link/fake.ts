@@ -1,0 +1,167 @@
+// An in-memory LinkClient with the kernel's answers (EEXIST, EADDRNOTAVAIL, ENODEV) and error
+// injection, for unit tests of code that drives the dummy link.
+import { constants as os } from 'node:os';
+
+import type { Family } from '../../model/ip.js';
+import { NetlinkError, ValidationError } from '../errors.js';
+import type { LinkClient } from './client.js';
+import { checkLinkName, isIpv6LinkLocal, isLoopback, parseHostAddress } from './codec.js';
+import {
+  DEFAULT_DUMMY_LINK,
+  LinkKindError,
+  type AddressResult,
+  type Link,
+  type LinkRef,
+  type LocalAddress,
+  type LocalAddressOptions,
+} from './types.js';
+
+interface FakeLink extends Link {
+  addresses: Array<{ address: string; family: Family }>;
+}
+
+function kernelError(op: string, code: string, object: string): NetlinkError {
+  const errno = (os.errno as Record<string, number>)[code] ?? 0;
+  return new NetlinkError({ op, code, errno, object });
+}
+
+/** LinkClient over a map of links; starts with `lo` (127.0.0.1, ::1) unless told otherwise. */
+export class FakeLinkClient implements LinkClient {
+  private readonly links = new Map<string, FakeLink>();
+  private nextIndex = 1;
+  private readonly addressFaults = new Map<string, string>();
+  private readonly callFaults = new Map<string, Error>();
+  /** Every call, as `method name` or `method name address`, in order. */
+  readonly calls: string[] = [];
+
+  constructor(withLoopback = true) {
+    if (withLoopback) this.addLink('lo', null, true, ['127.0.0.1', '::1']);
+  }
+
+  /** Adds a link as if another program made it. */
+  addLink(name: string, kind: string | null, up = true, addresses: readonly string[] = []): Link {
+    const link: FakeLink = { index: this.nextIndex++, name, kind, up, addresses: [] };
+    for (const a of addresses) link.addresses.push(parseHostAddress('fake', 'address', a));
+    this.links.set(name, link);
+    return { index: link.index, name, kind, up };
+  }
+
+  /** The next add or delete of `address` fails with this errno code (e.g. 'EPERM'). */
+  failAddress(address: string, code: string): void {
+    this.addressFaults.set(parseHostAddress('fake', 'address', address).address, code);
+  }
+
+  /** The next call of `method` (e.g. 'ensureDummy') throws `error`. */
+  failCall(method: keyof LinkClient, error: Error): void {
+    this.callFaults.set(method, error);
+  }
+
+  private enter(method: string, detail?: string): void {
+    this.calls.push(detail === undefined ? method : `${method} ${detail}`);
+    const fault = this.callFaults.get(method);
+    if (fault) {
+      this.callFaults.delete(method);
+      throw fault;
+    }
+  }
+
+  private view(l: FakeLink): Link {
+    return { index: l.index, name: l.name, kind: l.kind, up: l.up };
+  }
+
+  private find(op: string, ref: LinkRef): FakeLink {
+    const name = typeof ref === 'string' ? ref : ref.name;
+    const l = this.links.get(name);
+    if (!l || (typeof ref !== 'string' && ref.index !== l.index)) throw kernelError(op, 'ENODEV', name);
+    return l;
+  }
+
+  async ensureDummy(name: string = DEFAULT_DUMMY_LINK): Promise<{ link: Link; created: boolean }> {
+    this.enter('ensureDummy', name);
+    checkLinkName('link.ensureDummy', name);
+    const found = this.links.get(name);
+    if (found) {
+      if (found.kind !== 'dummy') throw new LinkKindError('link.ensureDummy', name, 'dummy', found.kind);
+      return { link: this.view(found), created: false };
+    }
+    return { link: this.addLink(name, 'dummy', false), created: true };
+  }
+
+  async getLink(name: string): Promise<Link | null> {
+    this.enter('getLink', name);
+    checkLinkName('link.get', name);
+    const l = this.links.get(name);
+    return l ? this.view(l) : null;
+  }
+
+  async deleteLink(name: string, opts: { kind?: string } = {}): Promise<boolean> {
+    this.enter('deleteLink', name);
+    checkLinkName('link.delete', name);
+    const l = this.links.get(name);
+    if (!l) return false;
+    if (opts.kind !== undefined && l.kind !== opts.kind) throw new LinkKindError('link.delete', name, opts.kind, l.kind);
+    return this.links.delete(name);
+  }
+
+  async listAddresses(link: LinkRef): Promise<string[]> {
+    this.enter('listAddresses', typeof link === 'string' ? link : link.name);
+    return this.find('link.listAddresses', link).addresses.map((a) => a.address);
+  }
+
+  async addAddresses(link: LinkRef, addresses: readonly string[]): Promise<AddressResult[]> {
+    return this.change('add', link, addresses);
+  }
+
+  async deleteAddresses(link: LinkRef, addresses: readonly string[]): Promise<AddressResult[]> {
+    return this.change('delete', link, addresses);
+  }
+
+  private change(kind: 'add' | 'delete', link: LinkRef, addresses: readonly string[]): AddressResult[] {
+    const op = kind === 'add' ? 'link.addAddress' : 'link.deleteAddress';
+    this.enter(kind === 'add' ? 'addAddresses' : 'deleteAddresses', typeof link === 'string' ? link : link.name);
+    const parsed = addresses.map((input, i) => {
+      try {
+        return parseHostAddress(op, `addresses[${i}]`, input);
+      } catch (e) {
+        if (e instanceof ValidationError) return e;
+        throw e;
+      }
+    });
+    const target = parsed.some((p) => !(p instanceof ValidationError)) ? this.find(op, link) : null;
+    return parsed.map((p, i): AddressResult => {
+      if (p instanceof ValidationError) return { address: String(addresses[i]), ok: false, error: p };
+      const object = `${p.address} dev ${target!.name}`;
+      const fault = this.addressFaults.get(p.address);
+      if (fault) {
+        this.addressFaults.delete(p.address);
+        return { address: p.address, ok: false, error: kernelError(op, fault, object) };
+      }
+      const at = target!.addresses.findIndex((a) => a.address === p.address);
+      if (kind === 'add') {
+        if (at >= 0) return { address: p.address, ok: false, error: kernelError(op, 'EEXIST', object) };
+        target!.addresses.push(p);
+      } else {
+        if (at < 0) return { address: p.address, ok: false, error: kernelError(op, 'EADDRNOTAVAIL', object) };
+        target!.addresses.splice(at, 1);
+      }
+      return { address: p.address, ok: true };
+    });
+  }
+
+  async localAddresses(opts: LocalAddressOptions = {}): Promise<LocalAddress[]> {
+    this.enter('localAddresses');
+    const exclude = new Set(opts.exclude ?? []);
+    const out: LocalAddress[] = [];
+    for (const l of this.links.values()) {
+      if (exclude.has(l.name)) continue;
+      for (const a of l.addresses) {
+        if (!opts.includeLoopback && isLoopback(a.address, a.family)) continue;
+        if (!opts.includeLinkLocal && isIpv6LinkLocal(a.address, a.family)) continue;
+        out.push({ address: a.address, family: a.family, interface: l.name });
+      }
+    }
+    return out;
+  }
+
+  close(): void {}
+}
