@@ -5,9 +5,11 @@
       "sources": [
         "native/addon.cc",
         "native/codec.cc",
+        "native/columns.cc",
         "native/constants.cc",
         "native/schemas.cc",
         "native/schemas_genl.cc",
+        "native/schemas_ipset.cc",
         "native/schemas_ipvs.cc",
         "native/schemas_rtnl.cc",
         "native/socket.cc"

@@ -121,6 +121,7 @@ class BatchWorker : public SocketWorker {
       if (r.err) o.Set("code", errnoName(r.err));
       if (!r.extAck.empty()) o.Set("extAck", r.extAck);
       if (!r.replies.empty()) o.Set("replies", decodeReplies(env, root_, r.replies));
+      if (!r.echo.empty()) o.Set("echo", decodeMessage(env, root_, r.echo.data(), r.echo.size()));
       arr.Set(uint32_t(i), o);
     }
     return arr;

@@ -31,40 +31,44 @@ uint64_t toUnsigned(Napi::Value v, uint64_t max, const std::string& path) {
 
 void encodeAttrs(Napi::Env env, Builder& b, const Schema& schema, Napi::Object obj, const std::string& path);
 
+}  // namespace
+
+uint64_t integerMax(Kind kind) {
+  switch (kind) {
+    case Kind::U8: return 0xff;
+    case Kind::U16:
+    case Kind::BE16: return 0xffff;
+    case Kind::U32:
+    case Kind::BE32: return 0xffffffffu;
+    case Kind::U64: return UINT64_MAX;
+    default: return 0;
+  }
+}
+
+void putInteger(Builder& b, Kind kind, uint16_t type, uint64_t v) {
+  switch (kind) {
+    case Kind::U8: { uint8_t x = uint8_t(v); b.put(type, &x, 1); break; }
+    case Kind::U16: { uint16_t x = uint16_t(v); b.put(type, &x, 2); break; }
+    case Kind::U32: { uint32_t x = uint32_t(v); b.put(type, &x, 4); break; }
+    case Kind::U64: b.put(type, &v, 8); break;
+    case Kind::BE16: { uint16_t x = htons(uint16_t(v)); b.put(type, &x, 2); break; }
+    case Kind::BE32: { uint32_t x = htonl(uint32_t(v)); b.put(type, &x, 4); break; }
+    default: throw CodecError("not an integer attribute");
+  }
+}
+
+namespace {
+
 void encodeValue(Napi::Env env, Builder& b, const AttrSpec& s, uint16_t type, Napi::Value v,
                  const std::string& path) {
   type |= s.encodeFlags;
   switch (s.kind) {
-    case Kind::U8: {
-      uint8_t x = uint8_t(toUnsigned(v, 0xff, path));
-      b.put(type, &x, 1);
-      break;
-    }
-    case Kind::U16: {
-      uint16_t x = uint16_t(toUnsigned(v, 0xffff, path));
-      b.put(type, &x, 2);
-      break;
-    }
-    case Kind::U32: {
-      uint32_t x = uint32_t(toUnsigned(v, 0xffffffffu, path));
-      b.put(type, &x, 4);
-      break;
-    }
-    case Kind::U64: {
-      uint64_t x = toUnsigned(v, UINT64_MAX, path);
-      b.put(type, &x, 8);
-      break;
-    }
-    case Kind::BE16: {
-      uint16_t x = htons(uint16_t(toUnsigned(v, 0xffff, path)));
-      b.put(type, &x, 2);
-      break;
-    }
-    case Kind::BE32: {
-      uint32_t x = htonl(uint32_t(toUnsigned(v, 0xffffffffu, path)));
-      b.put(type, &x, 4);
-      break;
-    }
+    case Kind::U8:
+    case Kind::U16:
+    case Kind::U32:
+    case Kind::U64:
+    case Kind::BE16:
+    case Kind::BE32: putInteger(b, s.kind, type, toUnsigned(v, integerMax(s.kind), path)); break;
     case Kind::STRING: {
       if (!v.IsString()) throw CodecError(path + ": expected a string");
       std::string str = v.As<Napi::String>().Utf8Value();
@@ -91,6 +95,12 @@ void encodeValue(Napi::Env env, Builder& b, const AttrSpec& s, uint16_t type, Na
       break;
     }
     case Kind::LIST: {
+      if (!v.IsArray() && v.IsObject() && s.element->kind == Kind::NESTED) {
+        size_t at = b.beginNest(type);
+        encodeColumns(b, *s.element, v.As<Napi::Object>(), path);
+        b.endNest(at);
+        break;
+      }
       if (!v.IsArray()) throw CodecError(path + ": expected an array");
       auto arr = v.As<Napi::Array>();
       size_t at = b.beginNest(type);
@@ -259,6 +269,13 @@ ErrorInfo parseError(const Message& m) {
   nlmsgerr e;
   std::memcpy(&e, m.payload, sizeof e);
   info.err = -e.error;
+  // NOTE: ipset's call_ad() (net/netfilter/ipset/ip_set_core.c) builds its own NLMSG_ERROR,
+  // ignoring NETLINK_CAP_ACK: the whole request, with the failing entry's LINENO written in.
+  size_t echoed = m.payloadLen - offsetof(nlmsgerr, msg);
+  if (!(m.hdr.nlmsg_flags & NLM_F_CAPPED) && e.msg.nlmsg_len > NLMSG_HDRLEN && e.msg.nlmsg_len <= echoed) {
+    info.echo = m.payload + offsetof(nlmsgerr, msg);
+    info.echoLen = e.msg.nlmsg_len;
+  }
   if (!(m.hdr.nlmsg_flags & NLM_F_ACK_TLVS)) return info;
   size_t off = sizeof(nlmsgerr);
   if (!(m.hdr.nlmsg_flags & NLM_F_CAPPED)) off += e.msg.nlmsg_len >= NLMSG_HDRLEN ? e.msg.nlmsg_len - NLMSG_HDRLEN : 0;
@@ -295,6 +312,7 @@ Napi::Array decodeStream(Napi::Env env, const RootSchema& root, const uint8_t* p
         ErrorInfo info = parseError(m);
         o.Set("errno", info.err);
         if (!info.extAck.empty()) o.Set("extAck", info.extAck);
+        if (info.echo) o.Set("echo", decodeMessage(env, root, info.echo, info.echoLen));
       } else {
         int32_t st = 0;
         if (m.payloadLen >= 4) std::memcpy(&st, m.payload, 4);

@@ -8,6 +8,15 @@
 
 namespace kip {
 
+// The largest value an integer kind holds (0 for non-integer kinds).
+uint64_t integerMax(Kind kind);
+// Appends one integer attribute (`type` includes its flags), in the kind's width and byte order.
+void putInteger(Builder& b, Kind kind, uint16_t type, uint64_t v);
+
+// Encodes a LIST of NESTED elements given as columns (columns.cc):
+// { rows, columns: { "<js name>[.<js name>...]": TypedArray } }, one element per row.
+void encodeColumns(Builder& b, const AttrSpec& element, Napi::Object batch, const std::string& path);
+
 // Encodes `req` = { type, flags?, header?: {...}, attrs?: {...} } as one message.
 // Throws CodecError naming the offending field. Returns the message's offset.
 size_t encodeMessage(Napi::Env env, Builder& b, const RootSchema& root, Napi::Object req, uint32_t seq,
@@ -24,6 +33,9 @@ struct ErrorInfo {
   int err = 0;
   std::string extAck;
   int64_t extAckOffset = -1;
+  // The request echoed in full (only when not NLM_F_CAPPED, e.g. ipset's call_ad() errors).
+  const uint8_t* echo = nullptr;
+  size_t echoLen = 0;
 };
 ErrorInfo parseError(const Message& m);
 

@@ -4,6 +4,10 @@
 #include <linux/if.h>
 #include <linux/if_addr.h>
 #include <linux/ip_vs.h>
+#include <linux/netfilter/ipset/ip_set.h>
+#include <linux/netfilter/ipset/ip_set_bitmap.h>
+#include <linux/netfilter/ipset/ip_set_hash.h>
+#include <linux/netfilter/nfnetlink.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <netinet/in.h>
@@ -117,6 +121,66 @@ Napi::Object rtnlConstants(Napi::Env env) {
   return o;
 }
 
+Napi::Object ipsetConstants(Napi::Env env) {
+  Napi::Object o = Napi::Object::New(env);
+  KIP_CONST(o, NFNL_SUBSYS_IPSET);
+  KIP_CONST(o, NFNETLINK_V0);
+  KIP_CONST(o, IPSET_PROTOCOL);
+  KIP_CONST(o, IPSET_PROTOCOL_MIN);
+  KIP_CONST(o, IPSET_MAXNAMELEN);
+  KIP_CONST(o, IPSET_MAX_COMMENT_SIZE);
+  KIP_CONST(o, IPSET_CMD_PROTOCOL);
+  KIP_CONST(o, IPSET_CMD_CREATE);
+  KIP_CONST(o, IPSET_CMD_DESTROY);
+  KIP_CONST(o, IPSET_CMD_FLUSH);
+  KIP_CONST(o, IPSET_CMD_RENAME);
+  KIP_CONST(o, IPSET_CMD_SWAP);
+  KIP_CONST(o, IPSET_CMD_LIST);
+  KIP_CONST(o, IPSET_CMD_SAVE);
+  KIP_CONST(o, IPSET_CMD_ADD);
+  KIP_CONST(o, IPSET_CMD_DEL);
+  KIP_CONST(o, IPSET_CMD_TEST);
+  KIP_CONST(o, IPSET_CMD_HEADER);
+  KIP_CONST(o, IPSET_CMD_TYPE);
+  KIP_CONST(o, IPSET_FLAG_EXIST);
+  KIP_CONST(o, IPSET_FLAG_LIST_SETNAME);
+  KIP_CONST(o, IPSET_FLAG_LIST_HEADER);
+  KIP_CONST(o, IPSET_FLAG_NOMATCH);
+  KIP_CONST(o, IPSET_FLAG_WITH_COUNTERS);
+  KIP_CONST(o, IPSET_FLAG_WITH_COMMENT);
+  KIP_CONST(o, IPSET_FLAG_WITH_FORCEADD);
+  KIP_CONST(o, IPSET_FLAG_WITH_SKBINFO);
+  KIP_CONST(o, IPSET_ERR_PRIVATE);
+  KIP_CONST(o, IPSET_ERR_PROTOCOL);
+  KIP_CONST(o, IPSET_ERR_FIND_TYPE);
+  KIP_CONST(o, IPSET_ERR_MAX_SETS);
+  KIP_CONST(o, IPSET_ERR_BUSY);
+  KIP_CONST(o, IPSET_ERR_EXIST_SETNAME2);
+  KIP_CONST(o, IPSET_ERR_TYPE_MISMATCH);
+  KIP_CONST(o, IPSET_ERR_EXIST);
+  KIP_CONST(o, IPSET_ERR_INVALID_CIDR);
+  KIP_CONST(o, IPSET_ERR_INVALID_NETMASK);
+  KIP_CONST(o, IPSET_ERR_INVALID_FAMILY);
+  KIP_CONST(o, IPSET_ERR_TIMEOUT);
+  KIP_CONST(o, IPSET_ERR_REFERENCED);
+  KIP_CONST(o, IPSET_ERR_IPADDR_IPV4);
+  KIP_CONST(o, IPSET_ERR_IPADDR_IPV6);
+  KIP_CONST(o, IPSET_ERR_COUNTER);
+  KIP_CONST(o, IPSET_ERR_COMMENT);
+  KIP_CONST(o, IPSET_ERR_INVALID_MARKMASK);
+  KIP_CONST(o, IPSET_ERR_SKBINFO);
+  KIP_CONST(o, IPSET_ERR_TYPE_SPECIFIC);
+  KIP_CONST(o, IPSET_ERR_HASH_FULL);
+  KIP_CONST(o, IPSET_ERR_HASH_ELEM);
+  KIP_CONST(o, IPSET_ERR_INVALID_PROTO);
+  KIP_CONST(o, IPSET_ERR_MISSING_PROTO);
+  KIP_CONST(o, IPSET_ERR_HASH_RANGE_UNSUPPORTED);
+  KIP_CONST(o, IPSET_ERR_HASH_RANGE);
+  KIP_CONST(o, IPSET_ERR_BITMAP_RANGE);
+  KIP_CONST(o, IPSET_ERR_BITMAP_RANGE_SIZE);
+  return o;
+}
+
 }  // namespace
 
 Napi::Object constants(Napi::Env env) {
@@ -124,6 +188,7 @@ Napi::Object constants(Napi::Env env) {
   o.Set("netlink", netlinkConstants(env));
   o.Set("genl", genlConstants(env));
   o.Set("ipvs", ipvsConstants(env));
+  o.Set("ipset", ipsetConstants(env));
   o.Set("rtnl", rtnlConstants(env));
   return o;
 }

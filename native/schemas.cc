@@ -9,6 +9,8 @@ static const RootSchema* const kRoots[] = {
     &kGenlCtrlRoot,
     &kIpvsRoot,
     &kIpvsInfoRoot,
+    &kIpsetRoot,
+    &kIpsetAdtRoot,
     &kRtnlLinkRoot,
     &kRtnlAddrRoot,
 };

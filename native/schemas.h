@@ -9,6 +9,8 @@ extern const HeaderSpec kGenlHeader;
 extern const RootSchema kGenlCtrlRoot;
 extern const RootSchema kIpvsRoot;
 extern const RootSchema kIpvsInfoRoot;
+extern const RootSchema kIpsetRoot;
+extern const RootSchema kIpsetAdtRoot;
 extern const RootSchema kRtnlLinkRoot;
 extern const RootSchema kRtnlAddrRoot;
 

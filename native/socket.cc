@@ -178,6 +178,7 @@ void NlSocket::batch(std::vector<uint8_t>& buf, const std::vector<size_t>& offse
             ErrorInfo info = parseError(m);
             res.err = info.err;
             res.extAck = info.extAck;
+            if (info.echo) res.echo.assign(info.echo, info.echo + info.echoLen);
             pending--;
           } else if (m.hdr.nlmsg_type != NLMSG_DONE && m.hdr.nlmsg_type != NLMSG_NOOP) {
             const uint8_t* p = m.payload - NLMSG_HDRLEN;

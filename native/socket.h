@@ -22,6 +22,7 @@ struct OpResult {
   int err = -1;  // -1 = no answer yet; 0 = ok; >0 = errno
   std::string extAck;
   std::vector<std::vector<uint8_t>> replies;  // data messages answered to this op (doit GET)
+  std::vector<uint8_t> echo;                  // the request as echoed in full by the error, if it was
 };
 
 // Limits of one batch chunk (one sendmsg); acks of a chunk must fit the receive buffer.

@@ -3,7 +3,7 @@ import { constantsOf, native, type BatchLimits, type NativeSocket, type NlMessag
 import { NetlinkError, fromNative } from './errors.js';
 
 /** What one op of a batch came to. */
-export type OpOutcome = { ok: true; replies: NlMessage[] } | { ok: false; error: NetlinkError };
+export type OpOutcome = { ok: true; replies: NlMessage[] } | { ok: false; error: NetlinkError; echo?: NlMessage };
 
 /** How to name an op of a batch in its error: the op and the object it was about. */
 export interface OpLabel {
@@ -48,7 +48,8 @@ export class NetlinkConnection {
         const init = { op: l.op, code: r.code ?? native.errnoName(r.errno), errno: r.errno } as ConstructorParameters<typeof NetlinkError>[0];
         if (r.extAck) init.extAck = r.extAck;
         if (l.object) init.object = l.object;
-        return { ok: false, error: new NetlinkError(init) };
+        const error = new NetlinkError(init);
+        return r.echo ? { ok: false, error, echo: r.echo } : { ok: false, error };
       });
     });
   }

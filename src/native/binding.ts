@@ -25,6 +25,8 @@ export interface NlControl {
   pid: number;
   errno: number;
   extAck?: string;
+  /** The request echoed in full by the error (ipset's ADD/DEL errors carry the failing LINENO). */
+  echo?: NlMessage;
 }
 
 /** A request: message type, extra flags (REQUEST/ACK/DUMP are added), fixed header fields, attributes. */
@@ -41,6 +43,8 @@ export interface NlOpResult {
   code?: string;
   extAck?: string;
   replies?: NlMessage[];
+  /** The request echoed in full by the error (ipset's ADD/DEL errors carry the failing LINENO). */
+  echo?: NlMessage;
 }
 
 /** Bounds of one sendmsg within a batch. */
