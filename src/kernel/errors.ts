@@ -68,13 +68,20 @@ export function fromNative(op: string, e: unknown, object?: string): NetlinkErro
 
 /** True for "already exists" answers: EEXIST, and ipset's IPSET_ERR_EXIST on add. */
 export function isExist(e: unknown): boolean {
-  return e instanceof NetlinkError && (e.code === 'EEXIST' || e.code === 'IPSET_ERR_EXIST');
+  return e instanceof NetlinkError && (e.code === 'EEXIST' || (e.code === 'IPSET_ERR_EXIST' && e.op !== 'ipset.del'));
 }
 
-/** True for "no such object" answers: ENOENT and ESRCH (IPVS uses both), ENODEV, EADDRNOTAVAIL. */
+/**
+ * True for "no such object" answers: ENOENT and ESRCH (IPVS uses both), ENODEV, EADDRNOTAVAIL,
+ * and ipset's IPSET_ERR_EXIST on delete (the entry is not in the set; a missing set is ENOENT).
+ */
 export function isNotFound(e: unknown): boolean {
   return (
     e instanceof NetlinkError &&
-    (e.code === 'ENOENT' || e.code === 'ESRCH' || e.code === 'ENODEV' || e.code === 'EADDRNOTAVAIL')
+    (e.code === 'ENOENT' ||
+      e.code === 'ESRCH' ||
+      e.code === 'ENODEV' ||
+      e.code === 'EADDRNOTAVAIL' ||
+      (e.code === 'IPSET_ERR_EXIST' && e.op === 'ipset.del'))
   );
 }
