@@ -95,7 +95,7 @@ static const AttrSpec kAdtDataAttrs[] = {
 KIP_SCHEMA(kAdtData, "ipset.adtData", kAdtDataAttrs);
 static const AttrSpec kAdtElement = KIP_NEST(IPSET_ATTR_DATA, "data", kAdtData, NLA_F_NESTED);
 
-// Command-level attributes. NOTE: IPSET_ATTR_SETNAME2 == IPSET_ATTR_TYPENAME: RENAME and SWAP
+// Command-level attributes, in the order ipset(8) writes them (LINENO before ADT). NOTE: IPSET_ATTR_SETNAME2 == IPSET_ATTR_TYPENAME: RENAME and SWAP
 // put the second set name in "typeName"; IPSET_ATTR_REVISION_MIN == IPSET_ATTR_PROTOCOL_MIN:
 // TYPE replies carry the minimum revision in "protocolMin".
 #define KIP_IPSET_CMD_ATTRS(dataSchema)                                                    \
@@ -104,9 +104,9 @@ static const AttrSpec kAdtElement = KIP_NEST(IPSET_ATTR_DATA, "data", kAdtData, 
       KIP_ATTR_LEN(IPSET_ATTR_TYPENAME, STRING, "typeName", 0, IPSET_MAXNAMELEN - 1),      \
       KIP_ATTR(IPSET_ATTR_REVISION, U8, "revision"), KIP_ATTR(IPSET_ATTR_FAMILY, U8, "family"), \
       KIP_ATTR_F(IPSET_ATTR_FLAGS, BE32, "flags", kNbo),                                   \
+      KIP_ATTR_F(IPSET_ATTR_LINENO, BE32, "lineno", kNbo),                                 \
       KIP_NEST(IPSET_ATTR_DATA, "data", dataSchema, NLA_F_NESTED),                         \
       KIP_LIST(IPSET_ATTR_ADT, "adt", kAdtElement, NLA_F_NESTED),                          \
-      KIP_ATTR_F(IPSET_ATTR_LINENO, BE32, "lineno", kNbo),                                 \
       KIP_ATTR(IPSET_ATTR_PROTOCOL_MIN, U8, "protocolMin"),                                \
       KIP_ATTR_F(IPSET_ATTR_INDEX, BE16, "index", kNbo)
 

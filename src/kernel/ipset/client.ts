@@ -134,6 +134,11 @@ export class NetlinkIpsetClient implements IpsetClient {
     }
   }
 
+  /** A client over a connection it then owns, speaking `protocol` (no negotiation): for tests. */
+  static fromConnection(conn: NetlinkConnection, protocol: number): NetlinkIpsetClient {
+    return new NetlinkIpsetClient(conn, protocol);
+  }
+
   /** A request of this client's protocol; `attrs` after PROTOCOL. */
   request(cmd: number, attrs: Record<string, unknown>, flags = 0): NlRequest {
     return { type: msgType(cmd), flags, header: NFGEN_HEADER, attrs: { protocol: this.protocol, ...attrs } };
