@@ -65,6 +65,7 @@ describe('ipset entry text', () => {
       ['hash:ip', 'inet', '10.0.0.1 timeout', /timeout needs a value/],
       ['hash:ip', 'inet', '10.0.0.1 timeout 2147484', /out of range/],
       ['hash:ip', 'inet', '10.0.0.1 comment x', /quoted/],
+      ['hash:ip', 'inet', '10.0.0.1 comment ""', /non-empty/],
       ['hash:ip', 'inet', `10.0.0.1 comment "${'x'.repeat(256)}"`, /longer than 255/],
       ['hash:ip', 'inet', '10.0.0.1 packets -1', /not a counter/],
       ['hash:ip', 'inet', '10.0.0.1 skbmark 0x1', /unexpected "skbmark"/],
@@ -110,7 +111,7 @@ describe('ipset entry text', () => {
     const proto = fc.constantFrom(6, 17, 132, 136);
     const port = fc.integer({ min: 0, max: 65535 });
     const opts = fc.record(
-      { timeout: fc.integer({ min: 0, max: 2147483 }), comment: fc.stringMatching(/^[a-zA-Z0-9 _.:-]{0,40}$/), packets: fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }) },
+      { timeout: fc.integer({ min: 0, max: 2147483 }), comment: fc.stringMatching(/^[a-zA-Z0-9 _.:-]{1,40}$/), packets: fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }) },
       { requiredKeys: [] },
     );
     const cases = fc.oneof(

@@ -152,6 +152,7 @@ export function parseEntry(type: SetType, family: IpsetFamily, text: string): En
       e.nomatch = true;
     } else if (word === 'comment') {
       const c = words.quoted();
+      if (c === '') fail('comment needs a non-empty value (the kernel keeps no empty comment)');
       if (Buffer.byteLength(c) > MAX_COMMENT) fail(`comment longer than ${MAX_COMMENT} bytes`);
       e.comment = c;
     } else fail(`unexpected ${JSON.stringify(word)}`);
