@@ -35,6 +35,7 @@ const RootSchema& rootArg(const Napi::Value& v) {
 // Encodes requests (an array of message objects) into one buffer; records message offsets.
 void encodeAll(Napi::Env env, const RootSchema& root, Napi::Array reqs, Builder& b, std::vector<size_t>& offsets,
                uint16_t extraFlags) {
+  KeyScope keys;
   offsets.reserve(reqs.Length());
   for (uint32_t i = 0; i < reqs.Length(); i++) {
     Napi::Value v = reqs.Get(i);
@@ -50,6 +51,7 @@ void encodeAll(Napi::Env env, const RootSchema& root, Napi::Array reqs, Builder&
 }
 
 Napi::Array decodeReplies(Napi::Env env, const RootSchema& root, const std::vector<std::vector<uint8_t>>& msgs) {
+  KeyScope keys;
   Napi::Array arr = Napi::Array::New(env, msgs.size());
   for (size_t i = 0; i < msgs.size(); i++) arr.Set(uint32_t(i), decodeMessage(env, root, msgs[i].data(), msgs[i].size()));
   return arr;
@@ -113,6 +115,7 @@ class BatchWorker : public SocketWorker {
  protected:
   void run() override { sock_->batch(builder.bytes(), offsets, results_, limits); }
   Napi::Value result(Napi::Env env) override {
+    KeyScope keys;
     Napi::Array arr = Napi::Array::New(env, results_.size());
     for (size_t i = 0; i < results_.size(); i++) {
       const OpResult& r = results_[i];
@@ -143,12 +146,38 @@ class DumpWorker : public SocketWorker {
   std::vector<std::vector<uint8_t>> msgs_;
 };
 
-// JS class Socket(protocol): batch(schema, requests, limits?), dump(schema, request), close().
+// Many dumps in one trip off the JS thread (a full IPVS read is 1 + N destination dumps).
+class DumpManyWorker : public SocketWorker {
+ public:
+  using SocketWorker::SocketWorker;
+
+ protected:
+  void run() override {
+    results_.reserve(offsets.size());
+    for (size_t i = 0; i < offsets.size(); i++) {
+      size_t end = i + 1 < offsets.size() ? offsets[i + 1] : builder.size();
+      std::vector<uint8_t> one(builder.bytes().begin() + offsets[i], builder.bytes().begin() + end);
+      results_.push_back(sock_->dump(one));
+    }
+  }
+  Napi::Value result(Napi::Env env) override {
+    Napi::Array arr = Napi::Array::New(env, results_.size());
+    for (size_t i = 0; i < results_.size(); i++) arr.Set(uint32_t(i), decodeReplies(env, root_, results_[i]));
+    return arr;
+  }
+
+ private:
+  std::vector<std::vector<std::vector<uint8_t>>> results_;
+};
+
+// JS class Socket(protocol): batch(schema, requests, limits?), dump(schema, request),
+// dumpMany(schema, requests), close().
 class Socket : public Napi::ObjectWrap<Socket> {
  public:
   static Napi::Function Init(Napi::Env env) {
     return DefineClass(env, "Socket",
                        {InstanceMethod<&Socket::Batch>("batch"), InstanceMethod<&Socket::Dump>("dump"),
+                        InstanceMethod<&Socket::DumpMany>("dumpMany"),
                         InstanceMethod<&Socket::Close>("close"), InstanceAccessor<&Socket::PortId>("portId")});
   }
   explicit Socket(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Socket>(info) {
@@ -210,6 +239,12 @@ class Socket : public Napi::ObjectWrap<Socket> {
     w->Queue();
     return p;
   }
+  Napi::Value DumpMany(const Napi::CallbackInfo& info) {
+    auto* w = prepare<DumpManyWorker>(info, NLM_F_DUMP, false);
+    Napi::Promise p = w->promise();
+    w->Queue();
+    return p;
+  }
   Napi::Value Close(const Napi::CallbackInfo& info) {
     if (sock_) sock_->close();
     sock_.reset();
@@ -251,6 +286,7 @@ Napi::Value Decode(const Napi::CallbackInfo& info) {
     const RootSchema& root = rootArg(info[0]);
     if (!info[1].IsTypedArray()) throw CodecError("buffer: expected a Buffer");
     auto buf = info[1].As<Napi::Uint8Array>();
+    KeyScope keys;
     return decodeStream(env, root, buf.Data(), buf.ByteLength());
   } catch (const CodecError& e) {
     throw makeError(env, "EBADMSG", EBADMSG, std::string("malformed message: ") + e.what());

@@ -7,29 +7,57 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <unordered_map>
 
 namespace kip {
 namespace {
 
-std::string fieldPath(const std::string& path, const char* name) {
-  return path.empty() ? std::string(name) : path + "." + name;
+// Where a value sits in a message ("service.port", "entries[3]"). Built on the stack as the
+// codec descends and rendered to text only when an error names it.
+struct Path {
+  const Path* parent;
+  const char* name;  // nullptr: an array index
+  size_t index;
+};
+
+std::string render(const Path* p) {
+  if (!p) return "";
+  std::string head = render(p->parent);
+  if (!p->name) return head + "[" + std::to_string(p->index) + "]";
+  return head.empty() ? std::string(p->name) : head + "." + p->name;
 }
 
-uint64_t toUnsigned(Napi::Value v, uint64_t max, const std::string& path) {
+[[noreturn]] void fail(const Path* p, const std::string& what) { throw CodecError(render(p) + ": " + what); }
+
+// JS property keys, created once per KeyScope (one JS->native call) instead of on every
+// Get/Set: the encoder's hot path. (Node 20's N-API cannot keep references to strings, so
+// the cache cannot outlive the call's handle scope.)
+std::unordered_map<const char*, napi_value>* gKeys = nullptr;
+
+Napi::String key(Napi::Env env, const char* name) {
+  if (!gKeys) return Napi::String::New(env, name);
+  auto it = gKeys->find(name);
+  if (it != gKeys->end()) return Napi::String(env, it->second);
+  Napi::String k = Napi::String::New(env, name);
+  gKeys->emplace(name, k);
+  return k;
+}
+
+uint64_t toUnsigned(Napi::Value v, uint64_t max, const Path* path) {
   if (v.IsBigInt()) {
     bool lossless = false;
     uint64_t n = v.As<Napi::BigInt>().Uint64Value(&lossless);
-    if (!lossless || n > max) throw CodecError(path + ": integer out of range");
+    if (!lossless || n > max) fail(path, "integer out of range");
     return n;
   }
-  if (!v.IsNumber()) throw CodecError(path + ": expected a number");
+  if (!v.IsNumber()) fail(path, "expected a number");
   double d = v.As<Napi::Number>().DoubleValue();
   if (!std::isfinite(d) || d < 0 || std::floor(d) != d || d > double(max))
-    throw CodecError(path + ": expected an integer in [0, " + std::to_string(max) + "]");
+    fail(path, "expected an integer in [0, " + std::to_string(max) + "]");
   return uint64_t(d);
 }
 
-void encodeAttrs(Napi::Env env, Builder& b, const Schema& schema, Napi::Object obj, const std::string& path);
+void encodeAttrs(Napi::Env env, Builder& b, const Schema& schema, Napi::Object obj, const Path* path);
 
 }  // namespace
 
@@ -59,8 +87,7 @@ void putInteger(Builder& b, Kind kind, uint16_t type, uint64_t v) {
 
 namespace {
 
-void encodeValue(Napi::Env env, Builder& b, const AttrSpec& s, uint16_t type, Napi::Value v,
-                 const std::string& path) {
+void encodeValue(Napi::Env env, Builder& b, const AttrSpec& s, uint16_t type, Napi::Value v, const Path* path) {
   type |= s.encodeFlags;
   switch (s.kind) {
     case Kind::U8:
@@ -70,25 +97,25 @@ void encodeValue(Napi::Env env, Builder& b, const AttrSpec& s, uint16_t type, Na
     case Kind::BE16:
     case Kind::BE32: putInteger(b, s.kind, type, toUnsigned(v, integerMax(s.kind), path)); break;
     case Kind::STRING: {
-      if (!v.IsString()) throw CodecError(path + ": expected a string");
+      if (!v.IsString()) fail(path, "expected a string");
       std::string str = v.As<Napi::String>().Utf8Value();
-      if (str.find('\0') != std::string::npos) throw CodecError(path + ": string contains NUL");
+      if (str.find('\0') != std::string::npos) fail(path, "string contains NUL");
       if (s.maxLen && str.size() > s.maxLen)
-        throw CodecError(path + ": longer than " + std::to_string(s.maxLen) + " bytes");
+        fail(path, "longer than " + std::to_string(s.maxLen) + " bytes");
       b.put(type, str.c_str(), str.size() + 1);
       break;
     }
     case Kind::BINARY: {
       if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
-        throw CodecError(path + ": expected a Buffer");
+        fail(path, "expected a Buffer");
       auto buf = v.As<Napi::Uint8Array>();
       if ((s.maxLen && buf.ByteLength() > s.maxLen) || buf.ByteLength() < s.minLen)
-        throw CodecError(path + ": wrong length " + std::to_string(buf.ByteLength()));
+        fail(path, "wrong length " + std::to_string(buf.ByteLength()));
       b.put(type, buf.Data(), buf.ByteLength());
       break;
     }
     case Kind::NESTED: {
-      if (!v.IsObject()) throw CodecError(path + ": expected an object");
+      if (!v.IsObject()) fail(path, "expected an object");
       size_t at = b.beginNest(type);
       encodeAttrs(env, b, *s.nested, v.As<Napi::Object>(), path);
       b.endNest(at);
@@ -97,49 +124,50 @@ void encodeValue(Napi::Env env, Builder& b, const AttrSpec& s, uint16_t type, Na
     case Kind::LIST: {
       if (!v.IsArray() && v.IsObject() && s.element->kind == Kind::NESTED) {
         size_t at = b.beginNest(type);
-        encodeColumns(b, *s.element, v.As<Napi::Object>(), path);
+        encodeColumns(b, *s.element, v.As<Napi::Object>(), render(path));
         b.endNest(at);
         break;
       }
-      if (!v.IsArray()) throw CodecError(path + ": expected an array");
+      if (!v.IsArray()) fail(path, "expected an array");
       auto arr = v.As<Napi::Array>();
       size_t at = b.beginNest(type);
       for (uint32_t i = 0; i < arr.Length(); i++) {
         uint16_t et = s.element->type ? s.element->type : uint16_t(i + 1);
-        encodeValue(env, b, *s.element, et, arr.Get(i), path + "[" + std::to_string(i) + "]");
+        Path item{path, nullptr, i};
+        encodeValue(env, b, *s.element, et, arr.Get(i), &item);
       }
       b.endNest(at);
       break;
     }
     case Kind::FLAG: {
-      if (!v.IsBoolean()) throw CodecError(path + ": expected a boolean");
+      if (!v.IsBoolean()) fail(path, "expected a boolean");
       if (v.As<Napi::Boolean>().Value()) b.put(type, nullptr, 0);
       break;
     }
   }
 }
 
-void encodeAttrs(Napi::Env env, Builder& b, const Schema& schema, Napi::Object obj, const std::string& path) {
+void encodeAttrs(Napi::Env env, Builder& b, const Schema& schema, Napi::Object obj, const Path* path) {
   for (size_t i = 0; i < schema.count; i++) {
     const AttrSpec& s = schema.attrs[i];
-    Napi::Value v = obj.Get(s.name);
+    Napi::Value v = obj.Get(key(env, s.name));
     if (v.IsUndefined() || v.IsNull()) continue;
-    encodeValue(env, b, s, s.type, v, fieldPath(path, s.name));
+    Path here{path, s.name, 0};
+    encodeValue(env, b, s, s.type, v, &here);
   }
 }
 
 template <typename T>
-T readAs(const Attr& a, const std::string& path) {
-  if (a.len != sizeof(T)) throw CodecError(path + ": expected " + std::to_string(sizeof(T)) + " bytes, got " +
-                                           std::to_string(a.len));
+T readAs(const Attr& a, const Path* path) {
+  if (a.len != sizeof(T)) fail(path, "expected " + std::to_string(sizeof(T)) + " bytes, got " + std::to_string(a.len));
   T x;
   std::memcpy(&x, a.data, sizeof x);
   return x;
 }
 
-Napi::Object decodeAttrs(Napi::Env env, const Schema& schema, const uint8_t* p, size_t len, const std::string& path);
+Napi::Object decodeAttrs(Napi::Env env, const Schema& schema, const uint8_t* p, size_t len, const Path* path);
 
-Napi::Value decodeValue(Napi::Env env, const AttrSpec& s, const Attr& a, const std::string& path) {
+Napi::Value decodeValue(Napi::Env env, const AttrSpec& s, const Attr& a, const Path* path) {
   switch (s.kind) {
     case Kind::U8: return Napi::Number::New(env, readAs<uint8_t>(a, path));
     case Kind::U16: return Napi::Number::New(env, readAs<uint16_t>(a, path));
@@ -154,7 +182,7 @@ Napi::Value decodeValue(Napi::Env env, const AttrSpec& s, const Attr& a, const s
     }
     case Kind::BINARY: {
       if (a.len < s.minLen || (s.maxLen && a.len > s.maxLen))
-        throw CodecError(path + ": wrong length " + std::to_string(a.len));
+        fail(path, "wrong length " + std::to_string(a.len));
       return Napi::Buffer<uint8_t>::Copy(env, a.data, a.len);
     }
     case Kind::NESTED: return decodeAttrs(env, *s.nested, a.data, a.len, path);
@@ -165,7 +193,8 @@ Napi::Value decodeValue(Napi::Env env, const AttrSpec& s, const Attr& a, const s
       uint32_t i = 0;
       while (r.next(child)) {
         if (s.element->type && child.type != s.element->type) continue;
-        arr.Set(i, decodeValue(env, *s.element, child, path + "[" + std::to_string(i) + "]"));
+        Path item{path, nullptr, i};
+        arr.Set(i, decodeValue(env, *s.element, child, &item));
         i++;
       }
       return arr;
@@ -175,14 +204,15 @@ Napi::Value decodeValue(Napi::Env env, const AttrSpec& s, const Attr& a, const s
   return env.Undefined();
 }
 
-Napi::Object decodeAttrs(Napi::Env env, const Schema& schema, const uint8_t* p, size_t len, const std::string& path) {
+Napi::Object decodeAttrs(Napi::Env env, const Schema& schema, const uint8_t* p, size_t len, const Path* path) {
   Napi::Object obj = Napi::Object::New(env);
   AttrReader r(p, len);
   Attr a;
   while (r.next(a)) {
     const AttrSpec* s = schema.byType(a.type);
     if (!s) continue;  // newer kernels add attributes: ignore what we do not know
-    obj.Set(s->name, decodeValue(env, *s, a, fieldPath(path, s->name)));
+    Path here{path, s->name, 0};
+    obj.Set(key(env, s->name), decodeValue(env, *s, a, &here));
   }
   return obj;
 }
@@ -194,16 +224,18 @@ void encodeHeader(Builder& b, const HeaderSpec& h, Napi::Value v) {
   Napi::Object obj = v.As<Napi::Object>();
   for (size_t i = 0; i < h.count; i++) {
     const HeaderField& f = h.fields[i];
-    Napi::Value fv = obj.Get(f.name);
+    Napi::Value fv = obj.Get(key(obj.Env(), f.name));
     if (fv.IsUndefined()) continue;
-    std::string path = fieldPath("header", f.name);
+    Path root{nullptr, "header", 0};
+    Path here{&root, f.name, 0};
+    const Path* path = &here;
     uint8_t* dst = b.at(at + f.offset);
     switch (f.kind) {
       case Kind::U8: *dst = uint8_t(toUnsigned(fv, 0xff, path)); break;
       case Kind::U16: { uint16_t x = uint16_t(toUnsigned(fv, 0xffff, path)); std::memcpy(dst, &x, 2); break; }
       case Kind::BE16: { uint16_t x = htons(uint16_t(toUnsigned(fv, 0xffff, path))); std::memcpy(dst, &x, 2); break; }
       case Kind::U32: { uint32_t x = uint32_t(toUnsigned(fv, 0xffffffffu, path)); std::memcpy(dst, &x, 4); break; }
-      default: throw CodecError(path + ": unsupported header field kind");
+      default: fail(path, "unsupported header field kind");
     }
   }
 }
@@ -221,24 +253,35 @@ Napi::Object decodeHeader(Napi::Env env, const HeaderSpec& h, const uint8_t* p) 
       case Kind::U32: std::memcpy(&val, src, 4); break;
       default: break;
     }
-    obj.Set(f.name, Napi::Number::New(env, val));
+    obj.Set(key(env, f.name), Napi::Number::New(env, val));
   }
   return obj;
 }
 
 }  // namespace
 
+KeyScope::KeyScope() : owner_(gKeys == nullptr) {
+  if (owner_) gKeys = new std::unordered_map<const char*, napi_value>();
+}
+KeyScope::~KeyScope() {
+  if (owner_) {
+    delete gKeys;
+    gKeys = nullptr;
+  }
+}
+
 size_t encodeMessage(Napi::Env env, Builder& b, const RootSchema& root, Napi::Object req, uint32_t seq,
                      uint32_t pid) {
-  uint16_t type = uint16_t(toUnsigned(req.Get("type"), 0xffff, "type"));
-  Napi::Value fl = req.Get("flags");
-  uint16_t flags = uint16_t(fl.IsUndefined() ? 0 : toUnsigned(fl, 0xffff, "flags"));
+  Path typePath{nullptr, "type", 0}, flagsPath{nullptr, "flags", 0};
+  uint16_t type = uint16_t(toUnsigned(req.Get(key(env, "type")), 0xffff, &typePath));
+  Napi::Value fl = req.Get(key(env, "flags"));
+  uint16_t flags = uint16_t(fl.IsUndefined() ? 0 : toUnsigned(fl, 0xffff, &flagsPath));
   size_t at = b.beginMessage(type, uint16_t(flags | NLM_F_REQUEST), seq, pid);
-  encodeHeader(b, *root.header, req.Get("header"));
-  Napi::Value attrs = req.Get("attrs");
+  encodeHeader(b, *root.header, req.Get(key(env, "header")));
+  Napi::Value attrs = req.Get(key(env, "attrs"));
   if (!attrs.IsUndefined() && !attrs.IsNull()) {
     if (!attrs.IsObject()) throw CodecError("attrs: expected an object");
-    encodeAttrs(env, b, *root.attrs, attrs.As<Napi::Object>(), "");
+    encodeAttrs(env, b, *root.attrs, attrs.As<Napi::Object>(), nullptr);
   }
   if (!b.ok()) throw CodecError("message too large");
   b.endMessage(at);
@@ -250,16 +293,16 @@ Napi::Object decodeMessage(Napi::Env env, const RootSchema& root, const uint8_t*
   Message m;
   if (!r.next(m)) throw CodecError("empty message");
   Napi::Object out = Napi::Object::New(env);
-  out.Set("type", m.hdr.nlmsg_type);
-  out.Set("flags", m.hdr.nlmsg_flags);
-  out.Set("seq", m.hdr.nlmsg_seq);
-  out.Set("pid", m.hdr.nlmsg_pid);
+  out.Set(key(env, "type"), m.hdr.nlmsg_type);
+  out.Set(key(env, "flags"), m.hdr.nlmsg_flags);
+  out.Set(key(env, "seq"), m.hdr.nlmsg_seq);
+  out.Set(key(env, "pid"), m.hdr.nlmsg_pid);
   if (m.payloadLen < root.header->size) throw CodecError("message shorter than its fixed header");
-  out.Set("header", decodeHeader(env, *root.header, m.payload));
+  out.Set(key(env, "header"), decodeHeader(env, *root.header, m.payload));
   size_t hl = align4(root.header->size);
   const uint8_t* ap = m.payload + std::min(hl, m.payloadLen);
   size_t alen = m.payloadLen - std::min(hl, m.payloadLen);
-  out.Set("attrs", decodeAttrs(env, *root.attrs, ap, alen, ""));
+  out.Set(key(env, "attrs"), decodeAttrs(env, *root.attrs, ap, alen, nullptr));
   return out;
 }
 

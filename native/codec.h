@@ -17,6 +17,19 @@ void putInteger(Builder& b, Kind kind, uint16_t type, uint64_t v);
 // { rows, columns: { "<js name>[.<js name>...]": TypedArray } }, one element per row.
 void encodeColumns(Builder& b, const AttrSpec& element, Napi::Object batch, const std::string& path);
 
+// Caches JS property-name strings while alive; open one around a call that encodes or
+// decodes many messages (JS thread only; nested scopes share the outermost cache).
+class KeyScope {
+ public:
+  KeyScope();
+  ~KeyScope();
+  KeyScope(const KeyScope&) = delete;
+  KeyScope& operator=(const KeyScope&) = delete;
+
+ private:
+  bool owner_;
+};
+
 // Encodes `req` = { type, flags?, header?: {...}, attrs?: {...} } as one message.
 // Throws CodecError naming the offending field. Returns the message's offset.
 size_t encodeMessage(Napi::Env env, Builder& b, const RootSchema& root, Napi::Object req, uint32_t seq,

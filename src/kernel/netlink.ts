@@ -73,6 +73,18 @@ export class NetlinkConnection {
     });
   }
 
+  /** Runs several dumps in one call (one trip to the addon's thread); throws on the first failure. */
+  dumpMany(schema: string, reqs: NlRequest[], op: string): Promise<NlMessage[][]> {
+    if (reqs.length === 0) return Promise.resolve([]);
+    return this.serial(async () => {
+      try {
+        return await this.socket.dumpMany(schema, reqs);
+      } catch (e) {
+        throw fromNative(op, e);
+      }
+    });
+  }
+
   /** Closes the socket once queued calls have finished. */
   close(): void {
     void this.tail.finally(() => this.socket.close());

@@ -57,6 +57,8 @@ export interface BatchLimits {
 export interface NativeSocket {
   batch(schema: string, requests: NlRequest[], limits?: BatchLimits): Promise<NlOpResult[]>;
   dump(schema: string, request: NlRequest): Promise<NlMessage[]>;
+  /** Runs the dumps one after another in a single trip off the JS thread. */
+  dumpMany(schema: string, requests: NlRequest[]): Promise<NlMessage[][]>;
   close(): void;
   readonly portId: number;
 }

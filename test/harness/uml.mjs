@@ -82,7 +82,7 @@ ip link add ${iface} type dummy && ip link set ${iface} up && ip addr add ${addr
   && ip route add default via ${gateway} dev ${iface} onlink || fail 'cannot set up ${iface}'
 date +%s%N >"$D/started"
 cd ${q(cwd)} || fail 'cannot cd to ${cwd}'
-env -i ${envArgs} ${argv} >"$D/out" 2>&1 </dev/null
+env -i KIP_UML_MODULES="$D" ${envArgs} ${argv} >"$D/out" 2>&1 </dev/null
 echo $? >"$D/rc.tmp"; mv "$D/rc.tmp" "$D/rc"
 sync
 halt -f
