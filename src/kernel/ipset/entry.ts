@@ -79,8 +79,13 @@ function parseAddr(s: string, family: IpsetFamily, what: string): Addr {
 }
 
 function parseUint(s: string, max: number, what: string): number {
-  if (!/^\d{1,10}$/.test(s) || (s.length > 1 && s[0] === '0')) fail(`${what}: ${JSON.stringify(s)} is not a number`);
-  const v = Number(s);
+  const n = s.length;
+  let v = n === 0 || n > 10 || (n > 1 && s.charCodeAt(0) === 48) ? -1 : 0;
+  for (let i = 0; i < n && v >= 0; i++) {
+    const d = s.charCodeAt(i) - 48;
+    v = d >= 0 && d <= 9 ? v * 10 + d : -1;
+  }
+  if (v < 0) fail(`${what}: ${JSON.stringify(s)} is not a number`);
   if (v > max) fail(`${what}: ${v} is out of range (max ${max})`);
   return v;
 }
