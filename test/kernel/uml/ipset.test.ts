@@ -1,0 +1,6 @@
+import { assertIsolated } from '../lib/guard.js';
+assertIsolated();
+
+import { ipsetSuite } from '../lib/ipset-suite.js';
+
+ipsetSuite('User-Mode Linux');
