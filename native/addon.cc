@@ -65,6 +65,7 @@ class SocketWorker : public Napi::AsyncWorker {
   Napi::Promise promise() { return deferred_.Promise(); }
   Builder builder;
   std::vector<size_t> offsets;
+  std::vector<std::string> omit;  // attribute names the reply decoder skips
 
  protected:
   void Execute() override {
@@ -86,6 +87,7 @@ class SocketWorker : public Napi::AsyncWorker {
       return;
     }
     try {
+      OmitScope skip(omit);
       deferred_.Resolve(result(env));
     } catch (const CodecError& e) {
       deferred_.Reject(makeError(env, "EBADMSG", EBADMSG, std::string("malformed reply: ") + e.what()).Value());
@@ -171,7 +173,7 @@ class DumpManyWorker : public SocketWorker {
 };
 
 // JS class Socket(protocol): batch(schema, requests, limits?), dump(schema, request),
-// dumpMany(schema, requests), close().
+// dumpMany(schema, requests), close(); dumps take { omit?: string[] }.
 class Socket : public Napi::ObjectWrap<Socket> {
  public:
   static Napi::Function Init(Napi::Env env) {
@@ -233,14 +235,26 @@ class Socket : public Napi::ObjectWrap<Socket> {
     w->Queue();
     return p;
   }
+  // Options of dump/dumpMany: { omit?: string[] }.
+  static void readDumpOptions(const Napi::Value& v, SocketWorker& w) {
+    if (!v.IsObject()) return;
+    Napi::Value omit = v.As<Napi::Object>().Get("omit");
+    if (!omit.IsArray()) return;
+    Napi::Array arr = omit.As<Napi::Array>();
+    for (uint32_t i = 0; i < arr.Length(); i++)
+      if (arr.Get(i).IsString()) w.omit.push_back(arr.Get(i).As<Napi::String>().Utf8Value());
+  }
+
   Napi::Value Dump(const Napi::CallbackInfo& info) {
     auto* w = prepare<DumpWorker>(info, NLM_F_DUMP, true);
+    readDumpOptions(info[2], *w);
     Napi::Promise p = w->promise();
     w->Queue();
     return p;
   }
   Napi::Value DumpMany(const Napi::CallbackInfo& info) {
     auto* w = prepare<DumpManyWorker>(info, NLM_F_DUMP, false);
+    readDumpOptions(info[2], *w);
     Napi::Promise p = w->promise();
     w->Queue();
     return p;

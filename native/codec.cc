@@ -34,6 +34,15 @@ std::string render(const Path* p) {
 // the cache cannot outlive the call's handle scope.)
 std::unordered_map<const char*, napi_value>* gKeys = nullptr;
 
+const std::vector<std::string>* gOmit = nullptr;
+
+bool omitted(const char* name) {
+  if (!gOmit) return false;
+  for (const std::string& n : *gOmit)
+    if (n == name) return true;
+  return false;
+}
+
 Napi::String key(Napi::Env env, const char* name) {
   if (!gKeys) return Napi::String::New(env, name);
   auto it = gKeys->find(name);
@@ -211,6 +220,7 @@ Napi::Object decodeAttrs(Napi::Env env, const Schema& schema, const uint8_t* p, 
   while (r.next(a)) {
     const AttrSpec* s = schema.byType(a.type);
     if (!s) continue;  // newer kernels add attributes: ignore what we do not know
+    if (omitted(s->name)) continue;
     Path here{path, s->name, 0};
     obj.Set(key(env, s->name), decodeValue(env, *s, a, &here));
   }
@@ -259,6 +269,9 @@ Napi::Object decodeHeader(Napi::Env env, const HeaderSpec& h, const uint8_t* p) 
 }
 
 }  // namespace
+
+OmitScope::OmitScope(const std::vector<std::string>& names) : prev_(gOmit) { gOmit = names.empty() ? prev_ : &names; }
+OmitScope::~OmitScope() { gOmit = prev_; }
 
 KeyScope::KeyScope() : owner_(gKeys == nullptr) {
   if (owner_) gKeys = new std::unordered_map<const char*, napi_value>();

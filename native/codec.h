@@ -3,6 +3,9 @@
 
 #include <napi.h>
 
+#include <string>
+#include <vector>
+
 #include "buffer.h"
 #include "schema.h"
 
@@ -28,6 +31,19 @@ class KeyScope {
 
  private:
   bool owner_;
+};
+
+// While alive, the decoder skips attributes with these names at any depth (e.g. counters a
+// caller does not need: building JS objects is most of a large dump's cost).
+class OmitScope {
+ public:
+  explicit OmitScope(const std::vector<std::string>& names);
+  ~OmitScope();
+  OmitScope(const OmitScope&) = delete;
+  OmitScope& operator=(const OmitScope&) = delete;
+
+ private:
+  const std::vector<std::string>* prev_;
 };
 
 // Encodes `req` = { type, flags?, header?: {...}, attrs?: {...} } as one message.

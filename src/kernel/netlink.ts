@@ -1,5 +1,13 @@
 // A netlink connection over the addon: one owner at a time, results as NetlinkErrors.
-import { constantsOf, native, type BatchLimits, type NativeSocket, type NlMessage, type NlRequest } from '../native/binding.js';
+import {
+  constantsOf,
+  native,
+  type BatchLimits,
+  type DumpOptions,
+  type NativeSocket,
+  type NlMessage,
+  type NlRequest,
+} from '../native/binding.js';
 import { NetlinkError, fromNative } from './errors.js';
 
 /** What one op of a batch came to. */
@@ -63,10 +71,10 @@ export class NetlinkConnection {
   }
 
   /** Runs a dump request; throws a NetlinkError on failure. */
-  dump(schema: string, req: NlRequest, op: string, object?: string): Promise<NlMessage[]> {
+  dump(schema: string, req: NlRequest, op: string, object?: string, options?: DumpOptions): Promise<NlMessage[]> {
     return this.serial(async () => {
       try {
-        return await this.socket.dump(schema, req);
+        return await this.socket.dump(schema, req, options);
       } catch (e) {
         throw fromNative(op, e, object);
       }
@@ -74,11 +82,11 @@ export class NetlinkConnection {
   }
 
   /** Runs several dumps in one call (one trip to the addon's thread); throws on the first failure. */
-  dumpMany(schema: string, reqs: NlRequest[], op: string): Promise<NlMessage[][]> {
+  dumpMany(schema: string, reqs: NlRequest[], op: string, options?: DumpOptions): Promise<NlMessage[][]> {
     if (reqs.length === 0) return Promise.resolve([]);
     return this.serial(async () => {
       try {
-        return await this.socket.dumpMany(schema, reqs);
+        return await this.socket.dumpMany(schema, reqs, options);
       } catch (e) {
         throw fromNative(op, e);
       }

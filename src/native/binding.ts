@@ -53,12 +53,17 @@ export interface BatchLimits {
   maxBytes?: number;
 }
 
+/** Dump options: attribute names (at any depth) the decoder skips, e.g. unneeded counters. */
+export interface DumpOptions {
+  omit?: string[];
+}
+
 /** A netlink socket owned by the addon; calls run on the libuv thread pool. */
 export interface NativeSocket {
   batch(schema: string, requests: NlRequest[], limits?: BatchLimits): Promise<NlOpResult[]>;
-  dump(schema: string, request: NlRequest): Promise<NlMessage[]>;
+  dump(schema: string, request: NlRequest, options?: DumpOptions): Promise<NlMessage[]>;
   /** Runs the dumps one after another in a single trip off the JS thread. */
-  dumpMany(schema: string, requests: NlRequest[]): Promise<NlMessage[][]>;
+  dumpMany(schema: string, requests: NlRequest[], options?: DumpOptions): Promise<NlMessage[][]>;
   close(): void;
   readonly portId: number;
 }

@@ -39,6 +39,10 @@ export interface AdtData {
   comment?: string;
   packets?: Uint8Array;
   bytes?: Uint8Array;
+  mark?: number;
+  ether?: Uint8Array;
+  iface?: string;
+  setName?: string;
 }
 
 function addrAttrs(a: Addr): AddrAttrs {
@@ -155,6 +159,10 @@ export function entryOf(d: AdtData): Entry {
   if (d.packets) e.packets = Buffer.from(d.packets).readBigUInt64BE();
   if (d.bytes) e.bytes = Buffer.from(d.bytes).readBigUInt64BE();
   if (d.comment !== undefined) e.comment = d.comment;
+  if (d.mark !== undefined) e.mark = d.mark;
+  if (d.ether) e.ether = d.ether;
+  if (d.iface !== undefined) e.iface = d.iface;
+  if (d.setName !== undefined) e.setName = d.setName;
   return e;
 }
 

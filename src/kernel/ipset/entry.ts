@@ -19,6 +19,11 @@ export interface Entry {
   comment?: string;
   packets?: bigint;
   bytes?: bigint;
+  /** Listed only (types this client does not write): hash:ip,mark, hash:*mac, hash:net,iface, list:set. */
+  mark?: number;
+  ether?: Uint8Array;
+  iface?: string;
+  setName?: string;
 }
 
 /** An entry ipset would not accept; `reason` says why. */
@@ -257,12 +262,28 @@ export function formatProtoPort(proto: number, port: number): string {
   return `${name}:${port}`;
 }
 
+/** The element of another set type: the parts it has, in ipset's order (best effort, untested). */
+function formatOther(e: Entry): string {
+  const parts: string[] = [];
+  if (e.ip !== undefined) parts.push(formatNet(e.ip, e.cidr));
+  if (e.ether) parts.push(Array.from(e.ether, (b) => b.toString(16).toUpperCase().padStart(2, '0')).join(':'));
+  if (e.port !== undefined) parts.push(e.proto !== undefined ? formatProtoPort(e.proto, e.port) : String(e.port));
+  if (e.ip2 !== undefined) parts.push(formatNet(e.ip2, e.cidr2));
+  if (e.mark !== undefined) parts.push(`0x${e.mark.toString(16).padStart(8, '0')}`);
+  if (e.iface !== undefined) parts.push(e.iface);
+  if (e.setName !== undefined) parts.push(e.setName);
+  return parts.join(',');
+}
+
 /** Formats an entry of a set of `type` as `ipset list` prints the member line. */
 export function formatEntry(type: string, e: Entry): string {
   let s: string;
   switch (type) {
     case 'bitmap:port':
       s = String(e.port ?? 0);
+      break;
+    case 'hash:ip':
+      s = formatAddr(e.ip ?? 0);
       break;
     case 'hash:net':
       s = formatNet(e.ip ?? 0, e.cidr);
@@ -275,7 +296,7 @@ export function formatEntry(type: string, e: Entry): string {
       if (type === 'hash:ip,port,net') s += `,${formatNet(e.ip2 ?? 0, e.cidr2)}`;
       break;
     default:
-      s = formatAddr(e.ip ?? 0);
+      s = formatOther(e);
   }
   if (e.timeout !== undefined) s += ` timeout ${e.timeout}`;
   if (e.nomatch) s += ' nomatch';

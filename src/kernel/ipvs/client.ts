@@ -24,12 +24,16 @@ import {
   type DestinationStatus,
   type IpvsInfo,
   type IpvsTimeouts,
+  type ReadOptions,
   type ServiceKey,
   type ServiceStatus,
   type VirtualService,
 } from './types.js';
 
 const C = constantsOf('ipvs');
+
+/** What the decoder skips: both counter nests, or just the 32-bit one when counters are wanted. */
+const omitFor = (o?: ReadOptions) => ({ omit: o?.stats ? ['stats'] : ['stats', 'stats64'] });
 
 /** One change to the kernel's IPVS table. */
 export type IpvsOp =
@@ -53,10 +57,10 @@ export interface IpvsClient {
   info(): Promise<IpvsInfo>;
   /** Applies ops in order, batched; one result per op. Invalid ops fail alone and are not sent. */
   apply(ops: readonly IpvsOp[]): Promise<IpvsResult[]>;
-  listServices(): Promise<ServiceStatus[]>;
-  listDestinations(service: ServiceKey): Promise<DestinationStatus[]>;
-  /** Every service with its destinations (1 + N dumps). */
-  dumpAll(): Promise<ServiceWithDestinations[]>;
+  listServices(options?: ReadOptions): Promise<ServiceStatus[]>;
+  listDestinations(service: ServiceKey, options?: ReadOptions): Promise<DestinationStatus[]>;
+  /** Every service with its destinations (1 + N dumps, in one trip to the addon's thread). */
+  dumpAll(options?: ReadOptions): Promise<ServiceWithDestinations[]>;
   flush(): Promise<void>;
   getTimeouts(): Promise<IpvsTimeouts>;
   setTimeouts(t: IpvsTimeouts): Promise<void>;
@@ -203,28 +207,30 @@ export class NetlinkIpvsClient implements IpvsClient {
     return results;
   }
 
-  async listServices(): Promise<ServiceStatus[]> {
-    const msgs = await this.conn.dump('ipvs', this.req(C.IPVS_CMD_GET_SERVICE!), 'ipvs.listServices');
+  async listServices(options?: ReadOptions): Promise<ServiceStatus[]> {
+    const msgs = await this.conn.dump('ipvs', this.req(C.IPVS_CMD_GET_SERVICE!), 'ipvs.listServices', undefined, omitFor(options));
     return msgs.map((m) => parseService((m.attrs as { service?: object }).service ?? {}));
   }
 
-  async listDestinations(service: ServiceKey): Promise<DestinationStatus[]> {
+  async listDestinations(service: ServiceKey, options?: ReadOptions): Promise<DestinationStatus[]> {
     check(serviceKeySchema, service, 'ipvs.listDestinations', 'service');
     const msgs = await this.conn.dump(
       'ipvs',
       this.req(C.IPVS_CMD_GET_DEST!, { service: serviceKeyAttrs(service) }),
       'ipvs.listDestinations',
       serviceId(service),
+      omitFor(options),
     );
     return msgs.map((m) => parseDestination((m.attrs as { dest?: object }).dest ?? {}, service.family));
   }
 
-  async dumpAll(): Promise<ServiceWithDestinations[]> {
-    const services = await this.listServices();
+  async dumpAll(options?: ReadOptions): Promise<ServiceWithDestinations[]> {
+    const services = await this.listServices(options);
     const dumps = await this.conn.dumpMany(
       'ipvs',
       services.map((s) => this.req(C.IPVS_CMD_GET_DEST!, { service: serviceKeyAttrs(s) })),
       'ipvs.listDestinations',
+      omitFor(options),
     );
     return services.map((s, i) => ({
       ...s,

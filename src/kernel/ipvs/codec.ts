@@ -130,10 +130,11 @@ export function destinationKeyAttrs(d: DestinationKey): Record<string, unknown> 
 
 type RawStats = Partial<Record<keyof IpvsStats, number | bigint>>;
 
-function statsFrom(raw64: RawStats | undefined, raw32: RawStats | undefined): IpvsStats {
-  const src = raw64 ?? raw32 ?? {};
+function statsFrom(raw64: RawStats | undefined, raw32: RawStats | undefined): { stats?: IpvsStats } {
+  const src = raw64 ?? raw32;
+  if (!src) return {};
   const n = (k: keyof IpvsStats): number => Number(src[k] ?? 0);
-  return {
+  const stats = {
     conns: n('conns'),
     inPkts: n('inPkts'),
     outPkts: n('outPkts'),
@@ -145,6 +146,7 @@ function statsFrom(raw64: RawStats | undefined, raw32: RawStats | undefined): Ip
     inBps: n('inBps'),
     outBps: n('outBps'),
   };
+  return { stats };
 }
 
 function need<T>(v: T | undefined, what: string): T {
@@ -184,7 +186,7 @@ export function parseService(raw: RawService): ServiceStatus {
     timeout: raw.timeout ?? 0,
     netmask: netmaskPrefix(family, raw.netmask),
     pe: raw.peName ?? null,
-    stats: statsFrom(raw.stats64, raw.stats),
+    ...statsFrom(raw.stats64, raw.stats),
   };
 }
 
@@ -217,7 +219,7 @@ export function parseDestination(raw: RawDest, serviceFamily: Family): Destinati
     activeConns: raw.activeConns ?? 0,
     inactiveConns: raw.inactConns ?? 0,
     persistConns: raw.persistConns ?? 0,
-    stats: statsFrom(raw.stats64, raw.stats),
+    ...statsFrom(raw.stats64, raw.stats),
   };
 }
 

@@ -78,9 +78,9 @@ export interface IpvsStats {
   outBps: number;
 }
 
-/** A virtual service as read back from the kernel. */
+/** A virtual service as read back from the kernel; `stats` only when asked for. */
 export interface ServiceStatus extends VirtualService {
-  stats: IpvsStats;
+  stats?: IpvsStats;
 }
 
 /** A real server as read back from the kernel. */
@@ -88,7 +88,12 @@ export interface DestinationStatus extends Destination {
   activeConns: number;
   inactiveConns: number;
   persistConns: number;
-  stats: IpvsStats;
+  stats?: IpvsStats;
+}
+
+/** Options of reads: `stats` adds the 64-bit counters (skipped by default: syncs never need them). */
+export interface ReadOptions {
+  stats?: boolean;
 }
 
 /** IPVS connection timeouts in seconds (0 = leave unchanged when setting). */

@@ -77,6 +77,10 @@ describe('IPVS client against the kernel', () => {
     const dumped = await client.dumpAll();
     expect(normalize(dumped)).toEqual(normalize(MATRIX));
     for (const s of dumped) for (const d of s.destinations) expect(d).toMatchObject({ activeConns: 0, inactiveConns: 0, persistConns: 0 });
+    expect(dumped[0]!.stats).toBeUndefined(); // counters are decoded only on request
+    const withStats = await client.dumpAll({ stats: true });
+    expect(withStats[0]!.stats).toMatchObject({ conns: 0, inBytes: 0 });
+    expect(withStats[0]!.destinations[0]!.stats).toMatchObject({ conns: 0, outPkts: 0 });
   });
 
   it('edits services and destinations in place', async () => {
