@@ -97,6 +97,21 @@ export function ipsetSuite(where: string): void {
       for (const n of names.split(' ')) expect(rev.get(n), n).toBe(rev.get(`x-${n}`));
     });
 
+    it('lists sets of types it does not write as ipset prints them', async () => {
+      const text = ['create np hash:net,port family inet', 'add np 10.0.0.0/8,udp:53', 'add np 10.1.0.0/16,tcp:80', 'create ni hash:net,iface family inet6',
+        'add ni fd00::/64,eth0', 'create bi bitmap:ip range 10.0.0.0/24', 'add bi 10.0.0.7', 'create l list:set', 'add l np', ''];
+      await ipset(['restore'], text.join('\n'));
+      try {
+        const sets = await client.list();
+        expect(sets.map((x) => x.name)).toEqual(['np', 'ni', 'bi', 'l']);
+        for (const x of sets) expect(x.entries, x.name).toEqual((await saved(x.name)).entries);
+        expect(sets[0]!.references).toBe(1);
+        await expect(client.add('np', ['10.2.0.0/16,udp:53'])).rejects.toThrow(/set type hash:net,port is not supported/);
+      } finally {
+        await ipset(['flush', 'l']);
+      }
+    });
+
     it('a mixed batch: each entry reported, every valid one applied', async () => {
       await client.create({ name: 'mixed', type: 'hash:ip,port', family: 'inet' });
       await client.add('mixed', ['10.0.0.2,tcp:80']);
