@@ -4,31 +4,17 @@
 // client and by `ipset save`. Prints medians and ratios measured in the same run.
 //   npm run build && node bench/ipset.mjs        (BENCH_ENTRIES, BENCH_ROUNDS to change)
 import { execFileSync, spawnSync } from 'node:child_process';
-import { readFileSync, readlinkSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
+import { inFreshNetns } from '../test/harness/isolation.mjs';
 
 const ENTRIES = Number(process.env.BENCH_ENTRIES ?? 50000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const SET = 'kip-bench';
 
-/** True in a network namespace other than PID 1's (or, where that is unreadable, an ancestor's). */
-function freshNetns() {
-  const ns = (pid) => {
-    try {
-      return readlinkSync(`/proc/${pid}/ns/net`);
-    } catch {
-      return null;
-    }
-  };
-  const self = ns('self');
-  if (ns('1') !== null) return self !== ns('1');
-  const parent = (pid) => readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')[1];
-  for (let pid = parent('self'); pid !== '0' && pid !== '1'; pid = parent(pid)) if (ns(pid) !== null && ns(pid) !== self) return true;
-  return false;
-}
 
-if (!freshNetns()) {
+if (!inFreshNetns()) {
   if (process.env.KIP_BENCH_REEXEC) throw new Error('not in a fresh network namespace after unshare -n: refusing to touch the host ipsets');
   const r = spawnSync('unshare', ['-n', process.execPath, fileURLToPath(import.meta.url)], {
     stdio: 'inherit',

@@ -47,34 +47,48 @@ export function ipToBytes(address: string): Uint8Array {
   return out;
 }
 
-/** Formats 4 or 16 bytes (or the first 4 of 16 for ipv4) as canonical text (RFC 5952 for IPv6). */
+/** Formats 4 or 16 bytes (or the first 4 of 16 for ipv4) as canonical text (inet_ntop's form). */
 export function bytesToIp(bytes: Uint8Array, family: Family): string {
   if (family === 'ipv4') {
     if (bytes.length < 4) throw new Error('IPv4 address needs 4 bytes');
     return `${bytes[0]}.${bytes[1]}.${bytes[2]}.${bytes[3]}`;
   }
   if (bytes.length < 16) throw new Error('IPv6 address needs 16 bytes');
-  const groups: number[] = [];
-  for (let i = 0; i < 8; i++) groups.push((bytes[i * 2]! << 8) | bytes[i * 2 + 1]!);
-  // Longest run (>= 2) of zero groups becomes "::".
-  let best = -1;
-  let bestLen = 1;
+  return formatIpv6(bytes);
+}
+
+/** 16 bytes -> text exactly as glibc's inet_ntop prints it (as ip, ipvsadm and ipset do), e.g. `::ffff:1.2.3.4`. */
+function formatIpv6(b: Uint8Array): string {
+  const w: number[] = [];
+  for (let i = 0; i < 8; i++) w.push((b[i * 2]! << 8) | b[i * 2 + 1]!);
+  // The longest run (>= 2) of zero groups becomes "::".
+  let base = -1;
+  let len = 0;
   for (let i = 0; i < 8; ) {
-    if (groups[i] !== 0) {
+    if (w[i] !== 0) {
       i++;
       continue;
     }
     let j = i;
-    while (j < 8 && groups[j] === 0) j++;
-    if (j - i > bestLen) {
-      best = i;
-      bestLen = j - i;
-    }
+    while (j < 8 && w[j] === 0) j++;
+    if (j - i > len) [base, len] = [i, j - i];
     i = j;
   }
-  const hex = groups.map((g) => g.toString(16));
-  if (best < 0) return hex.join(':');
-  return `${hex.slice(0, best).join(':')}::${hex.slice(best + bestLen).join(':')}`;
+  if (len < 2) base = -1;
+  let out = '';
+  for (let i = 0; i < 8; i++) {
+    if (base >= 0 && i >= base && i < base + len) {
+      if (i === base) out += ':';
+      continue;
+    }
+    if (i !== 0) out += ':';
+    // IPv4-compatible (::a.b.c.d) and IPv4-mapped (::ffff:a.b.c.d) addresses end in a dotted quad.
+    if (i === 6 && base === 0 && (len === 6 || (len === 5 && w[5] === 0xffff))) {
+      return `${out}${b[12]}.${b[13]}.${b[14]}.${b[15]}`;
+    }
+    out += w[i]!.toString(16);
+  }
+  return base >= 0 && base + len === 8 ? `${out}:` : out;
 }
 
 /** The canonical text of an address (e.g. `2001:db8::1`); throws when invalid. */

@@ -2,9 +2,9 @@
 // test/fixtures/capture-ipvs.sh), and fuzzing of every decoder.
 import { readFileSync } from 'node:fs';
 
-import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 
+import { fuzzRandom, fuzzTruncations } from './lib/fuzz.js';
 import * as codec from '../../src/kernel/ipvs/codec.js';
 import { native, type NlControl, type NlMessage } from '../../src/native/binding.js';
 import { ipvsRequests } from '../fixtures/ipvs-requests.mjs';
@@ -148,25 +148,10 @@ describe('decoders never crash on malformed input', () => {
   }
 
   it('every truncation of every captured reply', () => {
-    for (const { schema, buf } of replies) for (let n = 0; n < buf.length; n++) decodeSafely(schema, buf.subarray(0, n));
+    fuzzTruncations(replies, ({ schema, buf }) => decodeSafely(schema, buf));
   });
 
   it('random bytes and random corruption of captured replies', () => {
-    fc.assert(
-      fc.property(fc.constantFrom(...schemas), fc.uint8Array({ maxLength: 512 }), (schema, bytes) => decodeSafely(schema, Buffer.from(bytes))),
-      { numRuns: 3000 },
-    );
-    fc.assert(
-      fc.property(
-        fc.constantFrom(...replies),
-        fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })), { minLength: 1, maxLength: 8 }),
-        ({ schema, buf }, flips) => {
-          const copy = Buffer.from(buf);
-          for (const [at, v] of flips) copy[at % copy.length] = v;
-          decodeSafely(schema, copy);
-        },
-      ),
-      { numRuns: 3000 },
-    );
+    fuzzRandom(schemas, replies, ({ schema, buf }) => decodeSafely(schema, buf), 3000);
   });
 });

@@ -1,6 +1,6 @@
 // ipset entry text <-> entry fields, per set type. The grammar is ipset(8)'s: what
 // `ipset save` prints, `ipset restore` reads, and this client reads and prints.
-import { familyOf, ipToBytes } from '../../model/ip.js';
+import { bytesToIp, familyOf, ipToBytes } from '../../model/ip.js';
 import type { IpsetFamily, SetType } from './types.js';
 
 /** An address: IPv4 as an unsigned 32-bit number, IPv6 as 16 bytes. */
@@ -213,36 +213,9 @@ export function formatV4(v: number): string {
   return `${v >>> 24}.${(v >>> 16) & 255}.${(v >>> 8) & 255}.${v & 255}`;
 }
 
-/** 16 bytes -> text exactly as glibc's inet_ntop prints it (and hence ipset), e.g. `::ffff:1.2.3.4`. */
+/** 16 bytes -> text exactly as inet_ntop prints it (and hence ipset), e.g. `::ffff:1.2.3.4`. */
 export function formatV6(b: Uint8Array): string {
-  const w: number[] = [];
-  for (let i = 0; i < 8; i++) w.push((b[i * 2]! << 8) | b[i * 2 + 1]!);
-  let base = -1;
-  let len = 0;
-  for (let i = 0; i < 8; ) {
-    if (w[i] !== 0) {
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < 8 && w[j] === 0) j++;
-    if (j - i > len) [base, len] = [i, j - i];
-    i = j;
-  }
-  if (len < 2) base = -1;
-  let out = '';
-  for (let i = 0; i < 8; i++) {
-    if (base >= 0 && i >= base && i < base + len) {
-      if (i === base) out += ':';
-      continue;
-    }
-    if (i !== 0) out += ':';
-    if (i === 6 && base === 0 && (len === 6 || (len === 5 && w[5] === 0xffff))) {
-      return `${out}${b[12]}.${b[13]}.${b[14]}.${b[15]}`;
-    }
-    out += w[i]!.toString(16);
-  }
-  return base >= 0 && base + len === 8 ? `${out}:` : out;
+  return bytesToIp(b, 'ipv6');
 }
 
 /** An address as ipset prints it. */

@@ -113,32 +113,31 @@ const u32 = z.number().int().min(0).max(0xffffffff);
 const port = z.number().int().min(0).max(65535);
 const ipAddress = z.string().refine((a) => familyOf(a) !== null, { message: 'not an IP address' });
 
-/** Validates a ServiceKey: exactly one of (protocol, address, port) or fwmark, family matching the address. */
-export const serviceKeySchema = z
-  .object({
-    family: z.enum(['ipv4', 'ipv6']),
-    protocol: z.enum(PROTOCOLS).nullable(),
-    address: ipAddress.nullable(),
-    port: port.nullable(),
-    fwmark: z.number().int().min(1).max(0xffffffff).nullable(),
-  })
-  .superRefine((k, ctx) => {
-    const byAddr = k.protocol !== null && k.address !== null && k.port !== null;
-    const none = k.protocol === null && k.address === null && k.port === null;
-    if (k.fwmark !== null ? !none : !byAddr)
-      ctx.addIssue({ code: 'custom', message: 'needs protocol, address and port, or fwmark (alone)', path: ['fwmark'] });
-    if (k.address !== null && familyOf(k.address) !== null && familyOf(k.address) !== k.family)
-      ctx.addIssue({ code: 'custom', message: `address is not ${k.family}`, path: ['address'] });
-  });
+const serviceKeyFields = {
+  family: z.enum(['ipv4', 'ipv6']),
+  protocol: z.enum(PROTOCOLS).nullable(),
+  address: ipAddress.nullable(),
+  port: port.nullable(),
+  fwmark: z.number().int().min(1).max(0xffffffff).nullable(),
+};
+
+/** Exactly one of (protocol, address, port) or fwmark, and an address of the key's family. */
+function checkKey(k: ServiceKey, ctx: z.RefinementCtx): void {
+  const byAddr = k.protocol !== null && k.address !== null && k.port !== null;
+  const none = k.protocol === null && k.address === null && k.port === null;
+  if (k.fwmark !== null ? !none : !byAddr)
+    ctx.addIssue({ code: 'custom', message: 'needs protocol, address and port, or fwmark (alone)', path: ['fwmark'] });
+  if (k.address !== null && familyOf(k.address) !== null && familyOf(k.address) !== k.family)
+    ctx.addIssue({ code: 'custom', message: `address is not ${k.family}`, path: ['address'] });
+}
+
+/** Validates a ServiceKey. */
+export const serviceKeySchema = z.object(serviceKeyFields).superRefine(checkKey);
 
 /** Validates a VirtualService. */
 export const virtualServiceSchema = z
   .object({
-    family: z.enum(['ipv4', 'ipv6']),
-    protocol: z.enum(PROTOCOLS).nullable(),
-    address: ipAddress.nullable(),
-    port: port.nullable(),
-    fwmark: z.number().int().min(1).max(0xffffffff).nullable(),
+    ...serviceKeyFields,
     scheduler: z.string().regex(/^[a-z0-9_-]{1,15}$/, 'invalid scheduler name (1-15 chars of [a-z0-9_-])'),
     flags: z.array(z.enum(SERVICE_FLAGS)),
     timeout: u32,
@@ -146,8 +145,7 @@ export const virtualServiceSchema = z
     pe: z.string().max(15).nullable().optional(),
   })
   .superRefine((s, ctx) => {
-    const r = serviceKeySchema.safeParse(s);
-    if (!r.success) for (const issue of r.error.issues) ctx.addIssue({ ...issue, code: 'custom', message: issue.message });
+    checkKey(s, ctx);
     if (s.family === 'ipv4' && s.netmask > 32) ctx.addIssue({ code: 'custom', message: 'IPv4 netmask prefix > 32', path: ['netmask'] });
   });
 
