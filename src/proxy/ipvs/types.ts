@@ -1,0 +1,63 @@
+// Contracts between the IPVS proxier's stages:
+//   desired.ts  ServicePortInfo + endpoints -> ServiceContribution          (pure, per service)
+//   index.ts    contributions -> aggregate desired state + per-change delta (pure data structure)
+//   plan.ts     desired + observed (+ graceful state) -> ordered kernel ops  (pure)
+//   apply.ts    ops -> batched kernel calls; observed state updated from acknowledged ops
+import type { Config } from '../../config.js';
+import type { Destination, VirtualService } from '../../kernel/ipvs/types.js';
+import type { IpsetSetSpec } from '../../kernel/ipset/types.js';
+import type { TableSpec } from '../../kernel/iptables.js';
+import type { ObjectError } from '../../model/service.js';
+
+/** What desired-state functions know besides the service itself. */
+export interface DesiredContext {
+  config: Config;
+  nodeName: string;
+  /** Local addresses NodePort virtual servers listen on (after --nodeport-addresses filtering). */
+  nodePortAddresses: string[];
+}
+
+/** One virtual server with the real servers it should have. */
+export interface DesiredVirtualServer {
+  service: VirtualService;
+  destinations: Destination[];
+}
+
+/** Everything one service port asks of the kernel. Computed by desiredForService (pure). */
+export interface ServiceContribution {
+  /** portNameKey of the service port. */
+  key: string;
+  virtualServers: DesiredVirtualServer[];
+  /** Entries of the kube-proxy ipsets (KUBE-CLUSTER-IP, KUBE-NODE-PORT-TCP, …), as ipset text. */
+  ipsetEntries: Array<{ set: string; entry: string }>;
+  /** Addresses to bind on the dummy interface (cluster, external, load-balancer IPs). */
+  addresses: string[];
+  /** externalTrafficPolicy: Local with a healthCheckNodePort: the port and local endpoint count. */
+  healthCheck: { port: number; service: string; localEndpoints: number } | null;
+  /** Why (part of) this service could not be programmed, e.g. an unknown scheduler annotation. */
+  errors: ObjectError[];
+}
+
+/** A set the proxy owns, with its spec (created when missing). */
+export interface OwnedSet {
+  spec: IpsetSetSpec;
+  /** kube-proxy's comment for the set, kept for documentation and inspect. */
+  comment: string;
+}
+
+/** `tcp/10.96.0.10:80` — the key of a virtual server (serviceId of the kernel client). */
+export type VirtualServerId = string;
+/** `10.244.1.2:8080` — the key of a real server within its virtual server (destinationId). */
+export type DestinationId = string;
+
+/** Kernel state as last read or acknowledged. */
+export interface ObservedState {
+  virtualServers: Map<VirtualServerId, { service: VirtualService; destinations: Map<DestinationId, Destination & { activeConns?: number; inactiveConns?: number }> }>;
+  ipsets: Map<string, Set<string>>;
+  addresses: Set<string>;
+  /** The last iptables restore input per table, to skip identical restores. */
+  iptables: Map<string, string>;
+}
+
+/** Rules the IPVS proxier keeps in iptables (kube-proxy's IPVS-mode chains), per table. */
+export type IptablesSpec = TableSpec[];
