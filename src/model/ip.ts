@@ -121,3 +121,19 @@ export function maskToPrefix(mask: number): number {
 export function prefixToMask(prefix: number): number {
   return prefix === 0 ? 0 : (0xffffffff << (32 - prefix)) >>> 0;
 }
+
+/** True when `address` lies within `cidr` (same family only); false for malformed input. */
+export function inCidr(address: string, cidr: string): boolean {
+  const [net, bitsText] = cidr.split('/');
+  const family = familyOf(address);
+  if (!net || family === null || familyOf(net) !== family) return false;
+  const a = ipToBytes(address);
+  const n = ipToBytes(net);
+  const bits = bitsText === undefined ? a.length * 8 : Number(bitsText);
+  if (!Number.isInteger(bits) || bits < 0 || bits > a.length * 8) return false;
+  for (let i = 0; i < bits; i++) {
+    const mask = 0x80 >> (i % 8);
+    if ((a[i >> 3]! & mask) !== (n[i >> 3]! & mask)) return false;
+  }
+  return true;
+}
