@@ -1,0 +1,229 @@
+// --manifests FILE|DIR: Services, EndpointSlices and this node's Node from YAML/JSON files,
+// watched. A directory is read non-recursively (*.yaml, *.yml, *.json; dot-files skipped).
+//
+// Last good state: a file that fails (broken YAML, an unreadable file, an invalid object) never
+// deletes anything it contributed before. Its valid objects are applied; every object it
+// contributed before and does not validly define now stays at its last good version until the
+// file reads cleanly. Unknown kinds are reported and skipped without failing the file. Duplicate
+// objects (same kind and namespace/name): the first in (file, document, item) order wins.
+// Changes are delivered as differences (deep equality of validated objects), in that order.
+import { watch, type FSWatcher } from 'node:fs';
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
+
+import type { Logger } from '../log.js';
+import type { EndpointSlice, Node, Service } from '../model/k8s.js';
+import type { ObjectError } from '../model/service.js';
+import { parseManifest, type ManifestObject } from './manifest-parse.js';
+import type { ProxySource, SourceHandler } from './types.js';
+
+/** Options of a ManifestSource. */
+export interface ManifestSourceOptions {
+  /** A file (read whatever its extension) or a directory. */
+  path: string;
+  /** The Node whose metadata.name is this is delivered via onNode; other Nodes are ignored. */
+  nodeName: string;
+  /** Re-read when the files change (default true). */
+  watch?: boolean;
+  /** Quiet time after the last file event before re-reading (default 200 ms). */
+  debounceMs?: number;
+  logger?: Logger;
+}
+
+interface FileState {
+  /** The text last parsed; null when the file could not be read (retried every round). */
+  text: string | null;
+  objects: ManifestObject[];
+}
+
+const MANIFEST_NAME = /^[^.].*\.(ya?ml|json)$/i;
+
+/** Objects from manifest files; see the file comment for the error semantics. */
+export class ManifestSource implements ProxySource {
+  readonly #opts: Required<Omit<ManifestSourceOptions, 'logger'>> & { logger: Logger | undefined };
+  #handler: SourceHandler | undefined;
+  #files = new Map<string, FileState>();
+  /** What the handler holds, by `Kind:key`. */
+  #delivered = new Map<string, ManifestObject>();
+  #duplicates = new Set<string>();
+  #watcher: FSWatcher | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<void> | undefined;
+  #again = false;
+  #stopped = false;
+
+  constructor(options: ManifestSourceOptions) {
+    this.#opts = { watch: true, debounceMs: 200, ...options, logger: options.logger };
+  }
+
+  /** Reads everything, delivers it, calls onSynced; rejects if the path cannot be read at all. */
+  async start(handler: SourceHandler): Promise<void> {
+    this.#handler = handler;
+    const isDir = (await stat(this.#opts.path)).isDirectory();
+    if (this.#opts.watch) {
+      // Watch the directory (for a file: its parent) before reading, so no change is missed;
+      // editors and ConfigMap mounts replace files, which a watch on the file itself would lose.
+      this.#watcher = watch(isDir ? this.#opts.path : dirname(this.#opts.path), () => this.#schedule());
+      this.#watcher.on('error', (err) => this.#report({ object: this.#opts.path, reason: `watch failed: ${err.message}` }));
+    }
+    try {
+      await this.#sync(true);
+    } catch (err) {
+      await this.stop();
+      throw err;
+    }
+    this.#opts.logger?.info({ path: this.#opts.path, objects: this.#delivered.size }, 'manifests: initial read done');
+    handler.onSynced();
+  }
+
+  /** Closes the watcher; no delivery happens after stop() resolves. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    this.#watcher?.close();
+    this.#watcher = undefined;
+    await this.#running;
+  }
+
+  #schedule(): void {
+    if (this.#stopped) return;
+    clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => void this.#resync(), this.#opts.debounceMs);
+  }
+
+  async #resync(): Promise<void> {
+    if (this.#running) {
+      this.#again = true;
+      return;
+    }
+    const loop = async (): Promise<void> => {
+      do {
+        this.#again = false;
+        try {
+          await this.#sync(false);
+        } catch (err) {
+          this.#opts.logger?.error({ err }, 'manifests: re-read failed');
+        }
+      } while (this.#again && !this.#stopped);
+    };
+    this.#running = loop();
+    await this.#running;
+    this.#running = undefined;
+  }
+
+  /** Lists the manifest files, sorted; throws if the path is unreadable. */
+  async #list(): Promise<string[]> {
+    const path = this.#opts.path;
+    if (!(await stat(path)).isDirectory()) return [path];
+    const names = (await readdir(path)).filter((n) => MANIFEST_NAME.test(n)).sort(byString);
+    const files: string[] = [];
+    for (const name of names) {
+      const file = join(path, name);
+      if (await stat(file).then((s) => s.isFile(), () => false)) files.push(file);
+    }
+    return files;
+  }
+
+  async #sync(initial: boolean): Promise<void> {
+    let files: string[];
+    try {
+      files = await this.#list();
+    } catch (err) {
+      if (initial) throw err;
+      this.#report({ object: this.#opts.path, reason: `cannot list: ${(err as Error).message}; keeping the last good state` });
+      return;
+    }
+    const next = new Map<string, FileState>();
+    for (const file of files) {
+      const state = await this.#readFile(file);
+      if (state) next.set(file, state);
+    }
+    if (this.#stopped) return;
+    this.#files = next;
+    this.#deliver(this.#merge(), initial);
+  }
+
+  /** The new state of one file; undefined when it vanished. */
+  async #readFile(file: string): Promise<FileState | undefined> {
+    const prev = this.#files.get(file);
+    let text: string;
+    try {
+      text = await readFile(file, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      this.#report({ object: file, reason: `cannot read: ${(err as Error).message}; keeping its last good state` });
+      return { text: null, objects: prev?.objects ?? [] };
+    }
+    if (prev && prev.text === text) return prev;
+    const parsed = parseManifest(file, text);
+    parsed.errors.forEach((e) => this.#report(e));
+    if (!parsed.failed || !prev) return { text, objects: parsed.objects };
+    const defined = new Set(parsed.objects.map(id));
+    return { text, objects: [...parsed.objects, ...prev.objects.filter((o) => !defined.has(id(o)))] };
+  }
+
+  /** All files' objects, first definition winning; Nodes other than ours dropped. */
+  #merge(): Map<string, ManifestObject> {
+    const merged = new Map<string, ManifestObject>();
+    const duplicates = new Set<string>();
+    const all = [...this.#files.values()].flatMap((f) => f.objects).sort(byLocation);
+    for (const o of all) {
+      if (o.kind === 'Node' && o.key !== this.#opts.nodeName) continue;
+      const first = merged.get(id(o));
+      if (!first) {
+        merged.set(id(o), o);
+        continue;
+      }
+      const error = { object: `${where(o)} ${o.kind} ${o.key}`, reason: `duplicate of ${where(first)}; ignored` };
+      duplicates.add(`${error.object}: ${error.reason}`);
+      if (!this.#duplicates.has(`${error.object}: ${error.reason}`)) this.#report(error);
+    }
+    this.#duplicates = duplicates;
+    return merged;
+  }
+
+  #deliver(desired: Map<string, ManifestObject>, initial: boolean): void {
+    const h = this.#handler!;
+    const changes: Array<{ at: ManifestObject; value: ManifestObject | null }> = [];
+    for (const [k, o] of desired) {
+      const prev = this.#delivered.get(k);
+      if (!prev || !isDeepStrictEqual(prev.object, o.object)) changes.push({ at: o, value: o });
+    }
+    for (const [k, o] of this.#delivered) if (!desired.has(k)) changes.push({ at: o, value: null });
+    changes.sort((a, b) => byLocation(a.at, b.at));
+    this.#delivered = desired;
+    for (const { at, value } of changes) {
+      if (at.kind === 'Service') h.onService(at.key, (value?.object as Service | undefined) ?? null);
+      else if (at.kind === 'EndpointSlice') h.onEndpointSlice(at.key, (value?.object as EndpointSlice | undefined) ?? null);
+      else h.onNode((value?.object as Node | undefined) ?? null);
+    }
+    if (initial && !desired.has(`Node:${this.#opts.nodeName}`)) h.onNode(null);
+    if (!initial && changes.length > 0) {
+      const count = (f: (c: (typeof changes)[number]) => boolean): number => changes.filter(f).length;
+      this.#opts.logger?.info({ changed: count((c) => c.value !== null), deleted: count((c) => c.value === null) }, 'manifests: changes delivered');
+    }
+  }
+
+  #report(error: ObjectError): void {
+    if (this.#stopped) return;
+    this.#opts.logger?.warn(error, 'manifests: object rejected');
+    this.#handler?.onError(error);
+  }
+}
+
+function id(o: ManifestObject): string {
+  return `${o.kind}:${o.key}`;
+}
+
+function where(o: ManifestObject): string {
+  return `${o.file}#${o.doc}${o.item >= 0 ? `.items[${o.item}]` : ''}`;
+}
+
+function byString(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+function byLocation(a: ManifestObject, b: ManifestObject): number {
+  return byString(a.file, b.file) || a.doc - b.doc || a.item - b.item || byString(id(a), id(b));
+}
