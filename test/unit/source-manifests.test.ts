@@ -301,3 +301,15 @@ describe('watch', () => {
     expect(rec.events.slice(mark)).toEqual([]);
   });
 });
+
+describe('examples/', () => {
+  it('validates without errors: 6 Services, their 6 EndpointSlices, the node kip-node', async () => {
+    const { rec } = await start({ path: join(import.meta.dirname, '../../examples') });
+    expect(rec.events.filter((e) => e.startsWith('error'))).toEqual([]);
+    expect([...rec.services.keys()]).toEqual(['demo/web', 'demo/web-lb', 'demo/dns', 'demo/sticky', 'demo/hashed', 'demo/draining']);
+    for (const [key, s] of rec.slices) expect(rec.services.has(`demo/${s.metadata.labels['kubernetes.io/service-name']}`), key).toBe(true);
+    expect(rec.slices.size).toBe(6);
+    expect(rec.node?.status.addresses[0]).toEqual({ type: 'InternalIP', address: '10.250.0.1' });
+    expect(rec.events.at(-1)).toBe('synced');
+  });
+});
