@@ -1,0 +1,159 @@
+// Health-check node ports of externalTrafficPolicy: Local services, as kube-proxy's
+// pkg/proxy/healthcheck/service_health.go: one HTTP listener per port (and node address),
+// 200 while the service has local endpoints and the proxy is healthy, 503 otherwise.
+
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+import type { ObjectError } from '../model/service.js';
+import { HttpServer, send, type ListenError } from './health.js';
+
+/** What one health-check node port reports: the service (`ns/name`) and its local endpoint count. */
+export interface ServiceHealthTarget {
+  service: string;
+  localEndpoints: number;
+}
+
+/** A health-check port that could not be opened (an ObjectError); retried on the next sync. */
+export interface ServiceHealthError extends ObjectError {
+  /** `Service ns/name`. */
+  object: string;
+  /** `failed to start healthcheck on port N: <address>: <why>`. */
+  reason: string;
+  service: string;
+  port: number;
+  error: ListenError;
+  /** kube-proxy's message: `node <hostname> failed to start healthcheck "ns/name" on port N: …`. */
+  message: string;
+}
+
+/** Options of ServiceHealthServers. */
+export interface ServiceHealthOptions {
+  /** Addresses to listen on; empty or absent = every address (kube-proxy with no --nodeport-addresses). */
+  nodeAddresses?: readonly string[];
+  /** The proxy's own health (ignoring node eligibility), reported as serviceProxyHealthy. */
+  proxyHealth?: { isHealthy(): boolean };
+  /** This node's name, for error messages. */
+  hostname?: string;
+}
+
+interface Instance {
+  target: ServiceHealthTarget;
+  servers: HttpServer[];
+}
+
+/** kube-proxy's exact body: tab-indented JSON, no trailing newline. */
+export function serviceHealthBody(service: string, localEndpoints: number, proxyHealthy: boolean): string {
+  const [namespace, name] = splitName(service);
+  return [
+    '{',
+    '\t"service": {',
+    `\t\t"namespace": ${JSON.stringify(namespace)},`,
+    `\t\t"name": ${JSON.stringify(name)}`,
+    '\t},',
+    `\t"localEndpoints": ${localEndpoints},`,
+    `\t"serviceProxyHealthy": ${proxyHealthy}`,
+    '}',
+  ].join('\n');
+}
+
+function splitName(service: string): [string, string] {
+  const slash = service.indexOf('/');
+  return slash < 0 ? ['', service] : [service.slice(0, slash), service.slice(slash + 1)];
+}
+
+/** The set of per-service health-check listeners; sync() makes it match the desired ports. */
+export class ServiceHealthServers {
+  readonly #addresses: readonly string[];
+  readonly #proxyHealth: { isHealthy(): boolean } | undefined;
+  readonly #hostname: string;
+  readonly #instances = new Map<number, Instance>();
+  #queue: Promise<unknown> = Promise.resolve();
+
+  constructor(options: ServiceHealthOptions = {}) {
+    this.#addresses = options.nodeAddresses?.length ? [...options.nodeAddresses] : ['0.0.0.0'];
+    this.#proxyHealth = options.proxyHealth;
+    this.#hostname = options.hostname ?? '';
+  }
+
+  /**
+   * Opens listeners for new ports, closes those no longer wanted and updates the counts of
+   * the rest (a port that changes service keeps its listener). Resolves with the ports that
+   * failed to open; every other service is served. Calls run one at a time, in order.
+   */
+  sync(desired: ReadonlyMap<number, ServiceHealthTarget>): Promise<ServiceHealthError[]> {
+    const run = this.#queue.then(() => this.#sync(desired));
+    this.#queue = run.catch(() => {});
+    return run;
+  }
+
+  /** The ports being served, ascending. */
+  ports(): number[] {
+    return [...this.#instances.keys()].sort((a, b) => a - b);
+  }
+
+  /** What a served port currently reports, or undefined. */
+  target(port: number): ServiceHealthTarget | undefined {
+    const t = this.#instances.get(port)?.target;
+    return t && { ...t };
+  }
+
+  /** Closes every listener. */
+  close(): Promise<void> {
+    return this.sync(new Map()).then(() => {});
+  }
+
+  async #sync(desired: ReadonlyMap<number, ServiceHealthTarget>): Promise<ServiceHealthError[]> {
+    const closing: Promise<void>[] = [];
+    for (const [port, inst] of this.#instances) {
+      if (desired.has(port)) continue;
+      this.#instances.delete(port);
+      closing.push(...inst.servers.map((s) => s.stop()));
+    }
+    await Promise.all(closing);
+
+    const opening: Promise<ServiceHealthError | null>[] = [];
+    for (const [port, target] of desired) {
+      const inst = this.#instances.get(port);
+      if (inst) inst.target = { ...target };
+      else opening.push(this.#open(port, { ...target }));
+    }
+    return (await Promise.all(opening)).filter((e): e is ServiceHealthError => e !== null);
+  }
+
+  async #open(port: number, target: ServiceHealthTarget): Promise<ServiceHealthError | null> {
+    const inst: Instance = { target, servers: [] };
+    const handler = (req: IncomingMessage, res: ServerResponse): void => this.#answer(inst, req, res);
+    try {
+      for (const host of this.#addresses) {
+        const server = new HttpServer('healthcheck', { host, port }, handler);
+        await server.start();
+        inst.servers.push(server);
+      }
+    } catch (err) {
+      // As kube-proxy: close what was opened so the next sync can retry the whole port.
+      await Promise.all(inst.servers.map((s) => s.stop()));
+      const error = err as ListenError;
+      const why = `${error.bindAddress}: ${error.reason}`;
+      const node = this.#hostname ? `node ${this.#hostname} ` : '';
+      return {
+        object: `Service ${target.service}`,
+        reason: `failed to start healthcheck on port ${port}: ${why}`,
+        service: target.service,
+        port,
+        error,
+        message: `${node}failed to start healthcheck ${JSON.stringify(target.service)} on port ${port}: ${why}`,
+      };
+    }
+    this.#instances.set(port, inst);
+    return null;
+  }
+
+  #answer(inst: Instance, _req: IncomingMessage, res: ServerResponse): void {
+    const { service, localEndpoints } = inst.target;
+    const proxyHealthy = this.#proxyHealth?.isHealthy() ?? true;
+    const code = localEndpoints !== 0 && proxyHealthy ? 200 : 503;
+    send(res, code, 'application/json', serviceHealthBody(service, localEndpoints, proxyHealthy), {
+      'X-Load-Balancing-Endpoint-Weight': String(localEndpoints),
+    });
+  }
+}
