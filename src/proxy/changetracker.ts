@@ -1,0 +1,304 @@
+// Services, EndpointSlices and the Node in; the proxy's model (ServicePortInfo per port, merged
+// endpoints per port) out, with the set of port keys that changed since the last sync. Work per
+// event is proportional to the object (and, for a slice, to its service's slices).
+import { destinationId } from '../kernel/ipvs/types.js';
+import { canonicalIp, familyOf, type Family } from '../model/ip.js';
+import { objectKey, SERVICE_NAME_LABEL, type EndpointSlice, type Node, type Service } from '../model/k8s.js';
+import {
+  portNameKey,
+  type EndpointInfo,
+  type L4Protocol,
+  type NodeInfo,
+  type ObjectError,
+  type ProxyState,
+  type ServicePortInfo,
+} from '../model/service.js';
+import { formatCidr, parseCidr } from './ipvs/desired-net.js';
+import { schedulerFromAnnotations } from './ipvs/desired-scheduler.js';
+
+/** Session affinity timeout when the Service gives none (kube-proxy's DefaultClientIPServiceAffinitySeconds). */
+export const DEFAULT_AFFINITY_SECONDS = 10800;
+
+const lower = (p: 'TCP' | 'UDP' | 'SCTP'): L4Protocol => p.toLowerCase() as L4Protocol;
+
+/** Canonical, family-checked cluster IPs (at most one per family), or the reasons they are not. */
+function clusterIPsOf(svc: Service, errors: string[]): string[] {
+  const { clusterIP, clusterIPs } = svc.spec;
+  const raw = clusterIPs !== undefined && clusterIPs.length > 0 ? clusterIPs : clusterIP !== undefined ? [clusterIP] : [];
+  const out: string[] = [];
+  const families = new Set<Family>();
+  for (const ip of raw) {
+    const f = familyOf(ip);
+    if (f === null) errors.push(`invalid cluster IP ${JSON.stringify(ip)}`);
+    else if (families.has(f)) errors.push(`more than one ${f} cluster IP`);
+    else {
+      families.add(f);
+      out.push(canonicalIp(ip));
+    }
+  }
+  return out;
+}
+
+/** Canonical unique addresses, in first-seen order. */
+function uniqueIPs(ips: Iterable<string>): string[] {
+  return [...new Set(Array.from(ips, canonicalIp))];
+}
+
+/**
+ * One ServicePortInfo per `spec.ports` entry. Headless (clusterIP None or unset) and ExternalName
+ * Services give nothing, as kube-proxy skips them. Any problem (invalid cluster IP or source range,
+ * unknown scheduler or flags) is reported and the whole Service gives no ports.
+ */
+export function servicePortsOf(svc: Service): { ports: ServicePortInfo[]; errors: ObjectError[] } {
+  const { spec, metadata } = svc;
+  const primary = spec.clusterIP ?? spec.clusterIPs?.[0];
+  if (spec.type === 'ExternalName' || primary === undefined || primary === '' || primary === 'None') {
+    return { ports: [], errors: [] };
+  }
+  const reasons: string[] = [];
+  const clusterIPs = clusterIPsOf(svc, reasons);
+  const ranges: string[] = [];
+  for (const r of spec.loadBalancerSourceRanges) {
+    const c = parseCidr(r);
+    if (c === null) reasons.push(`invalid loadBalancerSourceRanges entry ${JSON.stringify(r)}`);
+    else ranges.push(formatCidr(c));
+  }
+  const sched = schedulerFromAnnotations(metadata.annotations);
+  reasons.push(...sched.errors);
+  if (reasons.length > 0) {
+    const object = `Service ${objectKey(svc)}`;
+    return { ports: [], errors: reasons.map((reason) => ({ object, reason })) };
+  }
+
+  const type = spec.type;
+  const external = type !== 'ClusterIP';
+  const externalIPs = uniqueIPs(spec.externalIPs);
+  const loadBalancerIPs =
+    type === 'LoadBalancer' ? uniqueIPs(svc.status.loadBalancer.ingress.flatMap((i) => (i.ip === undefined ? [] : [i.ip]))) : [];
+  // apiservice.ExternalPolicyLocal: eTP only matters for externally reachable Services.
+  const externalPolicyLocal = spec.externalTrafficPolicy === 'Local' && (external || externalIPs.length > 0);
+  const affinity =
+    spec.sessionAffinity === 'ClientIP' ? spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? DEFAULT_AFFINITY_SECONDS : null;
+  const healthCheckNodePort = type === 'LoadBalancer' && externalPolicyLocal ? spec.healthCheckNodePort ?? null : null;
+
+  const ports = spec.ports.map(
+    (p): ServicePortInfo => ({
+      name: { namespace: metadata.namespace, name: metadata.name, port: p.name, protocol: lower(p.protocol) },
+      type,
+      clusterIPs,
+      port: p.port,
+      protocol: lower(p.protocol),
+      nodePort: external ? p.nodePort ?? null : null,
+      externalIPs,
+      loadBalancerIPs,
+      loadBalancerSourceRanges: ranges,
+      externalPolicyLocal,
+      internalPolicyLocal: spec.internalTrafficPolicy === 'Local',
+      healthCheckNodePort,
+      sessionAffinitySeconds: affinity,
+      scheduler: sched.scheduler,
+      schedulerFlags: sched.flags,
+    }),
+  );
+  return { ports, errors: [] };
+}
+
+/** Problems with one EndpointSlice that make it (or some of its endpoints) ignored. */
+export function sliceErrors(slice: EndpointSlice): ObjectError[] {
+  const object = `EndpointSlice ${objectKey(slice)}`;
+  if (slice.addressType === 'FQDN') return [];
+  if (!slice.metadata.labels[SERVICE_NAME_LABEL]) return [{ object, reason: `no ${SERVICE_NAME_LABEL} label` }];
+  const want: Family = slice.addressType === 'IPv4' ? 'ipv4' : 'ipv6';
+  const errors: ObjectError[] = [];
+  for (const ep of slice.endpoints) {
+    const a = ep.addresses[0]!;
+    if (familyOf(a) !== want) errors.push({ object, reason: `endpoint address ${JSON.stringify(a)} is not an ${slice.addressType} address` });
+  }
+  return errors;
+}
+
+/**
+ * Merges the slices of Service `namespace/name` into endpoints per port key: slice ports match
+ * Service ports by name and protocol, the first address of each endpoint is used (as kube-proxy),
+ * duplicates keep the non-terminating one. Conditions: ready defaults to true, serving to ready,
+ * terminating to false. FQDN slices and addresses not of the slice's type are ignored.
+ */
+export function endpointsForService(
+  namespace: string,
+  name: string,
+  slices: Iterable<EndpointSlice>,
+  nodeName: string,
+): Map<string, EndpointInfo[]> {
+  const byPort = new Map<string, Map<string, EndpointInfo>>();
+  for (const slice of slices) {
+    if (slice.addressType === 'FQDN') continue;
+    const family: Family = slice.addressType === 'IPv4' ? 'ipv4' : 'ipv6';
+    for (const sp of slice.ports) {
+      if (sp.port === undefined) continue;
+      const key = portNameKey({ namespace, name, port: sp.name, protocol: lower(sp.protocol) });
+      let set = byPort.get(key);
+      if (set === undefined) byPort.set(key, (set = new Map()));
+      for (const ep of slice.endpoints) {
+        const raw = ep.addresses[0]!;
+        if (familyOf(raw) !== family) continue;
+        const c = ep.conditions;
+        const ready = c.ready ?? true;
+        const info: EndpointInfo = {
+          address: canonicalIp(raw),
+          port: sp.port,
+          family,
+          ready,
+          serving: c.serving ?? ready,
+          terminating: c.terminating ?? false,
+          nodeName: ep.nodeName ?? null,
+          zone: ep.zone ?? null,
+          isLocal: nodeName !== '' && ep.nodeName === nodeName,
+        };
+        const id = destinationId(info);
+        if (!set.has(id) || !info.terminating) set.set(id, info);
+      }
+    }
+  }
+  const out = new Map<string, EndpointInfo[]>();
+  for (const [key, set] of byPort) {
+    if (set.size === 0) continue;
+    out.set(key, [...set.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, ep]) => ep));
+  }
+  return out;
+}
+
+const same = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b);
+
+/** `namespace/name` of the Service a slice belongs to, or null when it has none (or is FQDN). */
+function serviceOfSlice(slice: EndpointSlice): string | null {
+  const name = slice.metadata.labels[SERVICE_NAME_LABEL];
+  if (!name || slice.addressType === 'FQDN') return null;
+  return `${slice.metadata.namespace}/${name}`;
+}
+
+/**
+ * Tracks Services, EndpointSlices and this Node (same calls as SourceHandler) and keeps the
+ * proxy's model. `state()` returns live views, valid until the next event.
+ */
+export class ChangeTracker {
+  readonly #nodeName: string;
+  /** Accepted ports per Service key (the last good version when the current one has errors). */
+  readonly #services = new Map<string, ServicePortInfo[]>();
+  readonly #ports = new Map<string, ServicePortInfo>();
+  readonly #serviceErrors = new Map<string, ObjectError[]>();
+  readonly #slices = new Map<string, { service: string | null; slice: EndpointSlice }>();
+  readonly #slicesByService = new Map<string, Set<string>>();
+  readonly #sliceErrors = new Map<string, ObjectError[]>();
+  readonly #endpointKeys = new Map<string, string[]>();
+  readonly #endpoints = new Map<string, readonly EndpointInfo[]>();
+  #node: NodeInfo | null = null;
+  #changed = new Set<string>();
+
+  /** A tracker for the node named `nodeName` (endpoints there are local). */
+  constructor(nodeName: string) {
+    this.#nodeName = nodeName;
+  }
+
+  /** A Service was added or changed (`svc`) or deleted (null). `key` is `namespace/name`. */
+  onService(key: string, svc: Service | null): void {
+    const old = this.#services.get(key) ?? [];
+    let ports: ServicePortInfo[] = [];
+    if (svc !== null) {
+      const r = servicePortsOf(svc);
+      if (r.errors.length > 0) {
+        this.#serviceErrors.set(key, r.errors);
+        return; // the last good version (if any) stays programmed
+      }
+      ports = r.ports;
+    }
+    this.#serviceErrors.delete(key);
+    const next = new Map(ports.map((p) => [portNameKey(p.name), p]));
+    for (const p of old) {
+      const k = portNameKey(p.name);
+      if (!next.has(k)) {
+        this.#ports.delete(k);
+        this.#changed.add(k);
+      }
+    }
+    for (const [k, p] of next) {
+      if (!same(this.#ports.get(k), p)) {
+        this.#ports.set(k, p);
+        this.#changed.add(k);
+      }
+    }
+    if (ports.length > 0) this.#services.set(key, [...next.values()]);
+    else this.#services.delete(key);
+  }
+
+  /** An EndpointSlice was added or changed (`slice`) or deleted (null). `key` is `namespace/name`. */
+  onEndpointSlice(key: string, slice: EndpointSlice | null): void {
+    const prev = this.#slices.get(key);
+    const service = slice === null ? null : serviceOfSlice(slice);
+    const errors = slice === null ? [] : sliceErrors(slice);
+    if (errors.length > 0) this.#sliceErrors.set(key, errors);
+    else this.#sliceErrors.delete(key);
+    if (prev?.service != null) this.#slicesByService.get(prev.service)?.delete(key);
+    if (slice === null) this.#slices.delete(key);
+    else this.#slices.set(key, { service, slice });
+    if (service !== null) {
+      let set = this.#slicesByService.get(service);
+      if (set === undefined) this.#slicesByService.set(service, (set = new Set()));
+      set.add(key);
+    }
+    if (prev?.service != null && prev.service !== service) this.#recompute(prev.service);
+    if (service !== null) this.#recompute(service);
+  }
+
+  /** This node was added, changed or deleted; events for other nodes are ignored. */
+  onNode(node: Node | null): void {
+    if (node === null) {
+      this.#node = null;
+      return;
+    }
+    if (node.metadata.name !== this.#nodeName) return;
+    this.#node = {
+      name: node.metadata.name,
+      addresses: node.status.addresses.map((a) => a.address),
+      labels: { ...node.metadata.labels },
+    };
+  }
+
+  #recompute(service: string): void {
+    const keys = [...(this.#slicesByService.get(service) ?? [])].sort();
+    if (keys.length === 0) this.#slicesByService.delete(service);
+    const slash = service.indexOf('/');
+    const slices = keys.map((k) => this.#slices.get(k)!.slice);
+    const next = endpointsForService(service.slice(0, slash), service.slice(slash + 1), slices, this.#nodeName);
+    for (const k of this.#endpointKeys.get(service) ?? []) {
+      if (!next.has(k)) {
+        this.#endpoints.delete(k);
+        this.#changed.add(k);
+      }
+    }
+    for (const [k, eps] of next) {
+      if (!same(this.#endpoints.get(k), eps)) {
+        this.#endpoints.set(k, eps);
+        this.#changed.add(k);
+      }
+    }
+    if (next.size > 0) this.#endpointKeys.set(service, [...next.keys()]);
+    else this.#endpointKeys.delete(service);
+  }
+
+  /** The current model (live maps; do not keep them across events). */
+  state(): ProxyState {
+    return { services: this.#ports, endpoints: this.#endpoints, node: this.#node };
+  }
+
+  /** Port keys whose ServicePortInfo or endpoints changed (or were removed) since the last call. */
+  takeChanged(): Set<string> {
+    const c = this.#changed;
+    this.#changed = new Set();
+    return c;
+  }
+
+  /** Current per-object problems (Services not programmed, slices or endpoints ignored). */
+  errors(): ObjectError[] {
+    return [...this.#serviceErrors.values(), ...this.#sliceErrors.values()].flat();
+  }
+}

@@ -1,0 +1,307 @@
+import { describe, expect, it } from 'vitest';
+
+import { endpointSliceSchema, nodeSchema, serviceSchema, type EndpointSlice, type Service } from '../../src/model/k8s.js';
+import { ChangeTracker, endpointsForService, servicePortsOf, sliceErrors } from '../../src/proxy/changetracker.js';
+
+const NODE = 'node-a';
+
+type SpecIn = Record<string, unknown>;
+function service(name: string, spec: SpecIn = {}, extra: { annotations?: Record<string, string>; status?: unknown } = {}): Service {
+  return serviceSchema.parse({
+    metadata: { name, namespace: 'ns', annotations: extra.annotations ?? {} },
+    spec: { clusterIP: '10.96.0.10', ports: [{ name: 'http', port: 80 }], ...spec },
+    status: extra.status,
+  });
+}
+
+interface EpIn { ip: string; node?: string; ready?: boolean; serving?: boolean; terminating?: boolean; more?: string[] }
+function slice(name: string, svc: string | null, endpoints: EpIn[], ports: unknown[] = [{ name: 'http', port: 8080 }], addressType = 'IPv4'): EndpointSlice {
+  return endpointSliceSchema.parse({
+    metadata: { name, namespace: 'ns', labels: svc === null ? {} : { 'kubernetes.io/service-name': svc } },
+    addressType,
+    ports,
+    endpoints: endpoints.map((e) => ({
+      addresses: [e.ip, ...(e.more ?? [])],
+      nodeName: e.node,
+      conditions: { ready: e.ready, serving: e.serving, terminating: e.terminating },
+    })),
+  });
+}
+
+describe('servicePortsOf', () => {
+  it('gives one ServicePortInfo per port with kube-proxy defaults', () => {
+    const { ports, errors } = servicePortsOf(
+      service('web', { ports: [{ name: 'http', port: 80 }, { name: 'dns', port: 53, protocol: 'UDP' }, { name: 's', port: 9, protocol: 'SCTP' }] }),
+    );
+    expect(errors).toEqual([]);
+    expect(ports.map((p) => [p.name, p.protocol, p.port])).toEqual([
+      [{ namespace: 'ns', name: 'web', port: 'http', protocol: 'tcp' }, 'tcp', 80],
+      [{ namespace: 'ns', name: 'web', port: 'dns', protocol: 'udp' }, 'udp', 53],
+      [{ namespace: 'ns', name: 'web', port: 's', protocol: 'sctp' }, 'sctp', 9],
+    ]);
+    expect(ports[0]).toMatchObject({
+      type: 'ClusterIP', clusterIPs: ['10.96.0.10'], nodePort: null, externalIPs: [], loadBalancerIPs: [],
+      externalPolicyLocal: false, internalPolicyLocal: false, healthCheckNodePort: null,
+      sessionAffinitySeconds: null, scheduler: null, schedulerFlags: [],
+    });
+  });
+
+  it.each([
+    ['headless (None)', { clusterIP: 'None' }],
+    ['no cluster IP', { clusterIP: undefined }],
+    ['empty cluster IP', { clusterIP: '' }],
+    ['ExternalName', { type: 'ExternalName', externalName: 'example.com' }],
+  ])('skips %s Services entirely, without error', (_n, spec) => {
+    expect(servicePortsOf(service('x', spec))).toEqual({ ports: [], errors: [] });
+  });
+
+  it('takes both cluster IPs of a dual-stack Service, canonical', () => {
+    const { ports } = servicePortsOf(service('ds', { clusterIPs: ['10.96.0.10', 'FD00:0:0::A'] }));
+    expect(ports[0]!.clusterIPs).toEqual(['10.96.0.10', 'fd00::a']);
+  });
+
+  it.each([
+    ['an invalid cluster IP', { clusterIP: '10.96.0.300' }, 'invalid cluster IP "10.96.0.300"'],
+    ['two IPv4 cluster IPs', { clusterIPs: ['10.96.0.1', '10.96.0.2'] }, 'more than one ipv4 cluster IP'],
+    ['an invalid source range', { type: 'LoadBalancer', loadBalancerSourceRanges: ['10.0.0.0/33'] }, 'invalid loadBalancerSourceRanges entry "10.0.0.0/33"'],
+  ])('reports %s and gives no ports', (_n, spec, reason) => {
+    expect(servicePortsOf(service('bad', spec))).toEqual({ ports: [], errors: [{ object: 'Service ns/bad', reason }] });
+  });
+
+  it('session affinity: default 10800 s, or the configured timeout', () => {
+    expect(servicePortsOf(service('a', { sessionAffinity: 'ClientIP' })).ports[0]!.sessionAffinitySeconds).toBe(10800);
+    const cfg = { sessionAffinity: 'ClientIP', sessionAffinityConfig: { clientIP: { timeoutSeconds: 60 } } };
+    expect(servicePortsOf(service('a', cfg)).ports[0]!.sessionAffinitySeconds).toBe(60);
+  });
+
+  it('NodePort, externalIPs, LB ingress IPs and canonical source ranges', () => {
+    const svc = service(
+      'lb',
+      {
+        type: 'LoadBalancer', ports: [{ name: 'http', port: 80, nodePort: 30080 }], externalIPs: ['192.0.2.1', '192.0.2.1'],
+        loadBalancerSourceRanges: [' 203.0.113.7/24', '2001:DB8::/32'], externalTrafficPolicy: 'Local', healthCheckNodePort: 32000,
+      },
+      { status: { loadBalancer: { ingress: [{ ip: '198.51.100.1' }, { hostname: 'lb.example.com' }, { ip: '2001:db8::1' }] } } },
+    );
+    const [p] = servicePortsOf(svc).ports;
+    expect(p).toMatchObject({
+      type: 'LoadBalancer', nodePort: 30080, externalIPs: ['192.0.2.1'], loadBalancerIPs: ['198.51.100.1', '2001:db8::1'],
+      loadBalancerSourceRanges: ['203.0.113.0/24', '2001:db8::/32'], externalPolicyLocal: true, healthCheckNodePort: 32000,
+    });
+  });
+
+  it.each([
+    ['ClusterIP: nodePort ignored', { ports: [{ name: 'http', port: 80, nodePort: 30080 }] }, { nodePort: null }],
+    ['NodePort eTP Local: no health check (LB only)', { type: 'NodePort', externalTrafficPolicy: 'Local', healthCheckNodePort: 32000 }, { externalPolicyLocal: true, healthCheckNodePort: null }],
+    ['ClusterIP eTP Local without externalIPs: not local', { externalTrafficPolicy: 'Local' }, { externalPolicyLocal: false }],
+    ['ClusterIP eTP Local with externalIPs: local', { externalTrafficPolicy: 'Local', externalIPs: ['192.0.2.1'] }, { externalPolicyLocal: true }],
+    ['LB eTP Cluster: no health check', { type: 'LoadBalancer', healthCheckNodePort: 32000 }, { healthCheckNodePort: null }],
+    ['iTP Local', { internalTrafficPolicy: 'Local' }, { internalPolicyLocal: true }],
+  ])('%s', (_n, spec, want) => {
+    expect(servicePortsOf(service('s', spec)).ports[0]).toMatchObject(want);
+  });
+
+  it('ignores LB ingress IPs on a Service that is not a LoadBalancer', () => {
+    const svc = service('np', { type: 'NodePort' }, { status: { loadBalancer: { ingress: [{ ip: '198.51.100.1' }] } } });
+    expect(servicePortsOf(svc).ports[0]!.loadBalancerIPs).toEqual([]);
+  });
+});
+
+describe('servicePortsOf: scheduler annotations', () => {
+  const OURS = 'kube-ipvs-proxy.io/scheduler';
+  const ROUTER = 'kube-router.io/service.scheduler';
+  const FLAGS = 'kube-ipvs-proxy.io/scheduler-flags';
+  const run = (annotations: Record<string, string>) => servicePortsOf(service('s', {}, { annotations }));
+
+  it.each([
+    ['none: configured default', {}, null, []],
+    ['ours', { [OURS]: 'lc' }, 'lc', []],
+    ['kube-router alias', { [ROUTER]: 'sh' }, 'sh', []],
+    ['ours wins over kube-router', { [OURS]: 'wrr', [ROUTER]: 'sh' }, 'wrr', []],
+    ['empty annotation ignored', { [OURS]: ' ', [ROUTER]: 'dh' }, 'dh', []],
+    ['sh flags, sorted and deduplicated', { [OURS]: 'sh', [FLAGS]: 'sh-port, sh-fallback,sh-port' }, 'sh', ['sh-fallback', 'sh-port']],
+    ['mh flags', { [OURS]: 'mh', [FLAGS]: 'mh-port' }, 'mh', ['mh-port']],
+    ['flags without a scheduler annotation: checked later against the default', { [FLAGS]: 'sh-port' }, null, ['sh-port']],
+  ])('%s', (_n, annotations, scheduler, flags) => {
+    const r = run(annotations as Record<string, string>);
+    expect(r.errors).toEqual([]);
+    expect([r.ports[0]!.scheduler, r.ports[0]!.schedulerFlags]).toEqual([scheduler, flags]);
+  });
+
+  it.each([
+    ['unknown scheduler', { [OURS]: 'foo' }, 'unknown scheduler "foo" (annotation kube-ipvs-proxy.io/scheduler)'],
+    ['unknown scheduler via kube-router', { [ROUTER]: 'bar' }, 'unknown scheduler "bar" (annotation kube-router.io/service.scheduler)'],
+    ['unknown flag', { [OURS]: 'sh', [FLAGS]: 'sh-port,turbo' }, 'unknown scheduler flag "turbo" (annotation kube-ipvs-proxy.io/scheduler-flags; valid: sh-fallback, sh-port, mh-fallback, mh-port)'],
+    ['sh flag with mh', { [OURS]: 'mh', [FLAGS]: 'sh-port' }, 'scheduler flag "sh-port" needs scheduler sh, not mh (annotation kube-ipvs-proxy.io/scheduler-flags)'],
+    ['mh flag with rr', { [OURS]: 'rr', [FLAGS]: 'mh-fallback' }, 'scheduler flag "mh-fallback" needs scheduler mh, not rr (annotation kube-ipvs-proxy.io/scheduler-flags)'],
+  ])('%s: error, no ports', (_n, annotations, reason) => {
+    expect(run(annotations as Record<string, string>)).toEqual({ ports: [], errors: [{ object: 'Service ns/s', reason }] });
+  });
+
+  it('formats the unknown-scheduler error as the issue asks', () => {
+    const [e] = run({ [OURS]: 'foo' }).errors;
+    expect(`${e!.object}: ${e!.reason}`).toBe('Service ns/s: unknown scheduler "foo" (annotation kube-ipvs-proxy.io/scheduler)');
+  });
+});
+
+describe('endpointsForService', () => {
+  const key = 'ns/web:http/tcp';
+
+  it('merges slices, deduplicates, sorts, and sets isLocal', () => {
+    const m = endpointsForService('ns', 'web', [
+      slice('web-1', 'web', [{ ip: '10.244.0.3', node: NODE }, { ip: '10.244.0.1' }]),
+      slice('web-2', 'web', [{ ip: '10.244.0.2', node: 'node-b' }, { ip: '10.244.0.1' }]),
+    ], NODE);
+    expect([...m.keys()]).toEqual([key]);
+    expect(m.get(key)!.map((e) => [e.address, e.port, e.isLocal])).toEqual([
+      ['10.244.0.1', 8080, false], ['10.244.0.2', 8080, false], ['10.244.0.3', 8080, true],
+    ]);
+  });
+
+  it('matches slice ports by name and protocol; a port without number is ignored', () => {
+    const ports = [{ name: 'http', port: 8080 }, { name: 'dns', port: 5353, protocol: 'UDP' }, { name: 'dns', port: 5354 }, { name: 'none' }];
+    const m = endpointsForService('ns', 'web', [slice('s', 'web', [{ ip: '10.244.0.1' }], ports)], NODE);
+    expect([...m].map(([k, eps]) => [k, eps[0]!.port])).toEqual([
+      ['ns/web:http/tcp', 8080], ['ns/web:dns/udp', 5353], ['ns/web:dns/tcp', 5354],
+    ]);
+  });
+
+  it.each([
+    ['all unset', {}, [true, true, false]],
+    ['not ready, serving unset → not serving', { ready: false }, [false, false, false]],
+    ['serving-terminating', { ready: false, serving: true, terminating: true }, [false, true, true]],
+    ['ready unset, serving false', { serving: false }, [true, false, false]],
+  ])('conditions: %s', (_n, c, want) => {
+    const [e] = endpointsForService('ns', 'web', [slice('s', 'web', [{ ip: '10.244.0.1', ...c }])], NODE).get(key)!;
+    expect([e!.ready, e!.serving, e!.terminating]).toEqual(want);
+  });
+
+  it('a duplicate keeps the non-terminating endpoint', () => {
+    const m = endpointsForService('ns', 'web', [
+      slice('a', 'web', [{ ip: '10.244.0.1', ready: false, serving: true, terminating: true }]),
+      slice('b', 'web', [{ ip: '10.244.0.1', ready: true }]),
+      slice('c', 'web', [{ ip: '10.244.0.1', ready: false, serving: true, terminating: true }]),
+    ], NODE);
+    expect(m.get(key)!.map((e) => e.ready)).toEqual([true]);
+  });
+
+  it('uses the first address, canonical IPv6, ignores FQDN slices and addresses of the wrong family', () => {
+    const m = endpointsForService('ns', 'web', [
+      slice('v6', 'web', [{ ip: 'FD00::0001', more: ['fd00::99'] }, { ip: '10.244.0.9' }], undefined, 'IPv6'),
+      slice('v4', 'web', [{ ip: 'fd00::5' }, { ip: '10.244.0.1' }]),
+      slice('f', 'web', [{ ip: 'web.example.com' }], undefined, 'FQDN'),
+    ], NODE);
+    expect(m.get(key)!.map((e) => `${e.family} ${e.address}`)).toEqual(['ipv4 10.244.0.1', 'ipv6 fd00::1']);
+  });
+
+  it('gives no key for a port with no endpoints', () => {
+    expect(endpointsForService('ns', 'web', [slice('s', 'web', [])], NODE).size).toBe(0);
+  });
+});
+
+describe('sliceErrors', () => {
+  it('reports a missing service-name label and wrong-family addresses', () => {
+    expect(sliceErrors(slice('orphan', null, [{ ip: '10.0.0.1' }]))).toEqual([
+      { object: 'EndpointSlice ns/orphan', reason: 'no kubernetes.io/service-name label' },
+    ]);
+    expect(sliceErrors(slice('mixed', 'web', [{ ip: 'fd00::1' }]))).toEqual([
+      { object: 'EndpointSlice ns/mixed', reason: 'endpoint address "fd00::1" is not an IPv4 address' },
+    ]);
+    expect(sliceErrors(slice('f', null, [{ ip: 'x.example' }], undefined, 'FQDN'))).toEqual([]);
+  });
+});
+
+describe('ChangeTracker', () => {
+  const keys = (t: ChangeTracker): string[] => [...t.takeChanged()].sort();
+
+  it('marks the ports of an added, changed and deleted Service, and nothing on a no-op update', () => {
+    const t = new ChangeTracker(NODE);
+    t.onService('ns/web', service('web', { ports: [{ name: 'http', port: 80 }, { name: 'https', port: 443 }] }));
+    expect(keys(t)).toEqual(['ns/web:http/tcp', 'ns/web:https/tcp']);
+    expect(keys(t)).toEqual([]);
+    t.onService('ns/web', service('web', { ports: [{ name: 'http', port: 80 }, { name: 'https', port: 443 }] }));
+    expect(keys(t)).toEqual([]);
+    t.onService('ns/web', service('web', { ports: [{ name: 'http', port: 8000 }] }));
+    expect(keys(t)).toEqual(['ns/web:http/tcp', 'ns/web:https/tcp']);
+    expect([...t.state().services.keys()]).toEqual(['ns/web:http/tcp']);
+    t.onService('ns/web', null);
+    expect(keys(t)).toEqual(['ns/web:http/tcp']);
+    expect(t.state().services.size).toBe(0);
+  });
+
+  it('a change to one Service among many marks only that Service', () => {
+    const t = new ChangeTracker(NODE);
+    for (let i = 0; i < 500; i++) {
+      t.onService(`ns/s${i}`, service(`s${i}`, { clusterIP: `10.96.${i >> 8}.${i & 255}` }));
+      t.onEndpointSlice(`ns/s${i}-1`, slice(`s${i}-1`, `s${i}`, [{ ip: `10.244.${i >> 8}.${i & 255}` }]));
+    }
+    expect(t.takeChanged().size).toBe(500);
+    t.onService('ns/s7', service('s7', { clusterIP: '10.96.0.7', sessionAffinity: 'ClientIP' }));
+    expect(keys(t)).toEqual(['ns/s7:http/tcp']);
+    t.onEndpointSlice('ns/s9-1', slice('s9-1', 's9', [{ ip: '10.244.0.9' }, { ip: '10.244.9.9' }]));
+    expect(keys(t)).toEqual(['ns/s9:http/tcp']);
+    expect(t.state().endpoints.get('ns/s9:http/tcp')!.length).toBe(2);
+  });
+
+  it('tracks slices: add, update, delete, and a slice moving to another Service', () => {
+    const t = new ChangeTracker(NODE);
+    t.onEndpointSlice('ns/a-1', slice('a-1', 'a', [{ ip: '10.244.0.1' }]));
+    t.onEndpointSlice('ns/a-2', slice('a-2', 'a', [{ ip: '10.244.0.2' }]));
+    expect(keys(t)).toEqual(['ns/a:http/tcp']);
+    expect(t.state().endpoints.get('ns/a:http/tcp')!.map((e) => e.address)).toEqual(['10.244.0.1', '10.244.0.2']);
+    t.onEndpointSlice('ns/a-2', slice('a-2', 'a', [{ ip: '10.244.0.2' }]));
+    expect(keys(t)).toEqual([]);
+    t.onEndpointSlice('ns/a-2', slice('a-2', 'b', [{ ip: '10.244.0.2' }]));
+    expect(keys(t)).toEqual(['ns/a:http/tcp', 'ns/b:http/tcp']);
+    t.onEndpointSlice('ns/a-1', null);
+    expect(keys(t)).toEqual(['ns/a:http/tcp']);
+    expect(t.state().endpoints.has('ns/a:http/tcp')).toBe(false);
+    expect(t.state().endpoints.get('ns/b:http/tcp')!.map((e) => e.address)).toEqual(['10.244.0.2']);
+  });
+
+  it('a condition change is a change; marks the local endpoint', () => {
+    const t = new ChangeTracker(NODE);
+    t.onEndpointSlice('ns/a-1', slice('a-1', 'a', [{ ip: '10.244.0.1', node: NODE }]));
+    t.takeChanged();
+    t.onEndpointSlice('ns/a-1', slice('a-1', 'a', [{ ip: '10.244.0.1', node: NODE, ready: false, serving: true, terminating: true }]));
+    expect(keys(t)).toEqual(['ns/a:http/tcp']);
+    expect(t.state().endpoints.get('ns/a:http/tcp')![0]).toMatchObject({ isLocal: true, ready: false, serving: true, terminating: true });
+  });
+
+  it('an unknown scheduler is an error for that Service only; the last good version stays', () => {
+    const t = new ChangeTracker(NODE);
+    const bad = { annotations: { 'kube-ipvs-proxy.io/scheduler': 'foo' } };
+    t.onService('ns/good', service('good'));
+    t.onService('ns/new', service('new', {}, bad));
+    expect(keys(t)).toEqual(['ns/good:http/tcp']);
+    expect(t.errors()).toEqual([{ object: 'Service ns/new', reason: 'unknown scheduler "foo" (annotation kube-ipvs-proxy.io/scheduler)' }]);
+    t.onService('ns/good', service('good', { ports: [{ name: 'http', port: 81 }] }, bad));
+    expect(keys(t)).toEqual([]);
+    expect(t.state().services.get('ns/good:http/tcp')!.port).toBe(80);
+    expect(t.errors().map((e) => e.object)).toEqual(['Service ns/new', 'Service ns/good']);
+    t.onService('ns/good', service('good', { ports: [{ name: 'http', port: 81 }] }));
+    t.onService('ns/new', null);
+    expect(keys(t)).toEqual(['ns/good:http/tcp']);
+    expect(t.errors()).toEqual([]);
+  });
+
+  it('reports slice errors while the slice exists', () => {
+    const t = new ChangeTracker(NODE);
+    t.onEndpointSlice('ns/orphan', slice('orphan', null, [{ ip: '10.244.0.1' }]));
+    expect(keys(t)).toEqual([]);
+    expect(t.errors()).toHaveLength(1);
+    t.onEndpointSlice('ns/orphan', null);
+    expect(t.errors()).toEqual([]);
+  });
+
+  it('keeps this node and ignores others', () => {
+    const t = new ChangeTracker(NODE);
+    const node = (name: string) => nodeSchema.parse({ metadata: { name, labels: { zone: 'z1' } }, status: { addresses: [{ type: 'InternalIP', address: '192.168.0.10' }] } });
+    t.onNode(node('other'));
+    expect(t.state().node).toBeNull();
+    t.onNode(node(NODE));
+    expect(t.state().node).toEqual({ name: NODE, addresses: ['192.168.0.10'], labels: { zone: 'z1' } });
+    t.onNode(null);
+    expect(t.state().node).toBeNull();
+  });
+});
