@@ -266,6 +266,7 @@ export function notFound(res: ServerResponse): void {
 export class HttpServer {
   readonly #server: Server;
   #listening = false;
+  #starting: Promise<void> | undefined;
 
   constructor(
     readonly what: string,
@@ -274,6 +275,9 @@ export class HttpServer {
     private readonly onError?: (err: Error) => void,
   ) {
     this.#server = createServer(handler);
+    this.#server.on('error', (err) => {
+      if (this.#listening) this.onError?.(err);
+    });
   }
 
   /** The address as configured, e.g. "0.0.0.0:10256". */
@@ -284,20 +288,26 @@ export class HttpServer {
   /** Resolves once listening; rejects with a ListenError naming the address. */
   start(): Promise<void> {
     if (this.#listening) return Promise.resolve();
+    this.#starting ??= this.#listen().finally(() => (this.#starting = undefined));
+    return this.#starting;
+  }
+
+  #listen(): Promise<void> {
     return new Promise((resolve, reject) => {
-      const onListenError = (err: NodeJS.ErrnoException): void => {
+      const onError = (err: NodeJS.ErrnoException): void => {
+        this.#server.off('listening', onListening);
         reject(new ListenError(this.what, this.bindAddress, err.code, err));
       };
-      this.#server.once('error', onListenError);
+      const onListening = (): void => {
+        this.#server.off('error', onError);
+        this.#listening = true;
+        resolve();
+      };
+      this.#server.once('error', onError).once('listening', onListening);
       // NOTE: a wildcard host listens on both families when it can, as Go's net.Listen does
       // for "0.0.0.0:port"; Node picks "::" (dual-stack) or falls back to 0.0.0.0 itself.
       const host = isUnspecified(this.bind.host) ? undefined : this.bind.host;
-      this.#server.listen({ host, port: this.bind.port }, () => {
-        this.#server.off('error', onListenError);
-        this.#server.on('error', (err) => this.onError?.(err));
-        this.#listening = true;
-        resolve();
-      });
+      this.#server.listen({ host, port: this.bind.port });
     });
   }
 

@@ -203,6 +203,21 @@ describe('HealthServer', () => {
     expect(server.address()).toBeNull();
   });
 
+  it('can start again after a failed start, a stop, or concurrently', async () => {
+    const blocker: Server = createServer();
+    await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', r));
+    const port = (blocker.address() as { port: number }).port;
+    const server = new HealthServer(new ProxyHealth(), { host: '127.0.0.1', port });
+    cleanup.push(() => server.stop());
+    await expect(server.start()).rejects.toThrow(ListenError);
+    await new Promise<void>((r) => blocker.close(() => r()));
+    await Promise.all([server.start(), server.start()]);
+    expect(server.address()).toEqual({ host: '127.0.0.1', port });
+    await server.stop();
+    await server.start();
+    expect((await fetch(`http://127.0.0.1:${port}/livez`)).status).toBe(200);
+  });
+
   it('names IPv6 addresses in brackets and explains an address that is not local', async () => {
     const server = new HealthServer(new ProxyHealth(), { host: '192.0.2.1', port: 0 });
     await expect(server.start()).rejects.toThrow('failed to start proxy healthz on 192.0.2.1:0: cannot assign requested address');
