@@ -1,0 +1,193 @@
+// Pure: one service port + its endpoints -> the virtual servers, ipset entries and dummy-link
+// addresses it asks for, as kube-proxy's IPVS syncProxyRules builds them, for both families.
+import type { Destination, ServiceFlag, VirtualService } from '../../kernel/ipvs/types.js';
+import { serviceId } from '../../kernel/ipvs/types.js';
+import { canonicalIp, familyOf, type Family } from '../../model/ip.js';
+import { portNameKey, type EndpointInfo, type ServicePortInfo } from '../../model/service.js';
+import { categorizeEndpoints } from '../topology.js';
+import { cidrContains, isLoopback, parseCidr, type Cidr } from './desired-net.js';
+import { schedulerFlagsError, sortFlags } from './desired-scheduler.js';
+import { SET, setName, type SetName } from './ipsets.js';
+import type { DesiredContext, DesiredVirtualServer, ServiceContribution } from './types.js';
+
+/** `ip,proto:port`: an entry of the hash:ip,port sets. */
+export function ipPortEntry(ip: string, protocol: string, port: number): string {
+  return `${ip},${protocol}:${port}`;
+}
+
+/** A real server as kube-proxy adds it: masquerade, weight 1, no thresholds. */
+function destination(ep: EndpointInfo): Destination {
+  return { address: ep.address, port: ep.port, forward: 'masq', weight: 1, upperThreshold: 0, lowerThreshold: 0 };
+}
+
+/**
+ * Addresses that belong to the node, so are never bound on the dummy link: the NodePort addresses
+ * and --bind-address (DesiredContext knows no others).
+ */
+function nodeAddresses(ctx: DesiredContext): Set<string> {
+  const out = new Set<string>();
+  for (const a of ctx.nodePortAddresses) if (familyOf(a) !== null) out.add(canonicalIp(a));
+  if (ctx.config.bindAddress !== undefined) out.add(canonicalIp(ctx.config.bindAddress));
+  return out;
+}
+
+/** The service flags: annotation flags, `persistent` with affinity, kube-proxy's mh-port for a default mh. */
+function flagsOf(svc: ServicePortInfo, scheduler: string): ServiceFlag[] {
+  const flags: ServiceFlag[] = [...svc.schedulerFlags];
+  if (svc.sessionAffinitySeconds !== null) flags.push('persistent');
+  // kube-proxy sets IP_VS_SVC_F_SCHED2 (mh-port) whenever its scheduler is mh.
+  if (svc.scheduler === null && scheduler === 'mh' && svc.schedulerFlags.length === 0) flags.push('mh-port');
+  return sortFlags(flags);
+}
+
+/** Collects one contribution, deduplicating virtual servers, entries and addresses. */
+class Builder {
+  readonly virtualServers: DesiredVirtualServer[] = [];
+  readonly ipsetEntries: Array<{ set: string; entry: string }> = [];
+  readonly addresses: string[] = [];
+  readonly #vs = new Set<string>();
+  readonly #entries = new Set<string>();
+  readonly #addresses = new Set<string>();
+
+  vs(service: VirtualService, endpoints: readonly EndpointInfo[]): void {
+    const id = serviceId(service);
+    if (this.#vs.has(id)) return;
+    this.#vs.add(id);
+    this.virtualServers.push({ service, destinations: endpoints.map(destination) });
+  }
+
+  entry(base: SetName, family: Family, entry: string): void {
+    const set = setName(base, family);
+    const k = `${set} ${entry}`;
+    if (this.#entries.has(k)) return;
+    this.#entries.add(k);
+    this.ipsetEntries.push({ set, entry });
+  }
+
+  bind(address: string, family: Family): void {
+    if (this.#addresses.has(address)) return;
+    this.#addresses.add(address);
+    this.addresses.push(address);
+    this.entry(SET.IPVS_IPS, family, address);
+  }
+}
+
+/** Source ranges of one family; null when there is no firewall (none given, or one is /0). */
+function firewallRanges(svc: ServicePortInfo, family: Family): Cidr[] | null {
+  const ranges: Cidr[] = [];
+  for (const r of svc.loadBalancerSourceRanges) {
+    const c = parseCidr(r);
+    if (c === null || c.family !== family) continue;
+    if (c.prefix === 0) return null; // everything allowed (ipset cannot hold a /0 net)
+    ranges.push(c);
+  }
+  return ranges.length > 0 ? ranges : null;
+}
+
+/** `network` or `network/prefix` as ipset prints a net (no suffix for a host). */
+function netEntry(c: Cidr): string {
+  return c.prefix === (c.family === 'ipv4' ? 32 : 128) ? c.network : `${c.network}/${c.prefix}`;
+}
+
+/** What one family of a service port needs. */
+function addFamily(b: Builder, svc: ServicePortInfo, all: readonly EndpointInfo[], ctx: DesiredContext, family: Family, clusterIP: string): void {
+  const { protocol, port } = svc;
+  const scheduler = svc.scheduler ?? ctx.config.ipvs.scheduler;
+  const flags = flagsOf(svc, scheduler);
+  const persistent = svc.sessionAffinitySeconds !== null;
+  const vs = (address: string, p: number): VirtualService => ({
+    family, protocol, address, port: p, fwmark: null, scheduler, flags,
+    timeout: persistent ? svc.sessionAffinitySeconds! : 0,
+    netmask: family === 'ipv4' ? 32 : 128,
+  });
+  const endpoints = all.filter((ep) => ep.family === family);
+  const cat = categorizeEndpoints(endpoints, svc, ctx.nodeName);
+  const clusterEps = svc.internalPolicyLocal ? cat.localEndpoints : cat.clusterEndpoints;
+  // kube-proxy (#97081): with eTP Local and no local endpoint, external VIPs use cluster endpoints.
+  const externalEps = svc.externalPolicyLocal && cat.localEndpoints.length > 0 ? cat.localEndpoints : cat.clusterEndpoints;
+  const nodeAddrs = nodeAddresses(ctx);
+  const ofFamily = (ips: readonly string[]): string[] => ips.filter((ip) => familyOf(ip) === family);
+
+  for (const ep of endpoints) {
+    if (ep.isLocal) b.entry(SET.LOOP_BACK, family, `${ipPortEntry(ep.address, protocol, ep.port)},${ep.address}`);
+  }
+
+  b.entry(SET.CLUSTER_IP, family, ipPortEntry(clusterIP, protocol, port));
+  b.vs(vs(clusterIP, port), clusterEps);
+  b.bind(clusterIP, family);
+
+  for (const ip of ofFamily(svc.externalIPs)) {
+    b.entry(svc.externalPolicyLocal ? SET.EXTERNAL_IP_LOCAL : SET.EXTERNAL_IP, family, ipPortEntry(ip, protocol, port));
+    b.vs(vs(ip, port), externalEps);
+    if (!nodeAddrs.has(ip)) b.bind(ip, family);
+  }
+
+  const ranges = firewallRanges(svc, family);
+  const nodeFamilyAddrs = [...nodeAddrs].filter((a) => familyOf(a) === family);
+  const allowFromNode = ranges !== null && ranges.some((r) => nodeFamilyAddrs.some((a) => cidrContains(r, a)));
+  for (const ip of ofFamily(svc.loadBalancerIPs)) {
+    const e = ipPortEntry(ip, protocol, port);
+    b.entry(SET.LOAD_BALANCER, family, e);
+    if (svc.externalPolicyLocal) b.entry(SET.LOAD_BALANCER_LOCAL, family, e);
+    if (ranges !== null) {
+      b.entry(SET.LOAD_BALANCER_FW, family, e);
+      for (const r of ranges) b.entry(SET.LOAD_BALANCER_SOURCE_CIDR, family, `${e},${netEntry(r)}`);
+      if (allowFromNode) b.entry(SET.LOAD_BALANCER_SOURCE_IP, family, `${e},${ip}`);
+    }
+    b.vs(vs(ip, port), externalEps);
+    if (!nodeAddrs.has(ip)) b.bind(ip, family);
+  }
+
+  if (svc.nodePort !== null) {
+    const nodeIPs = [...new Set(ofFamily(ctx.nodePortAddresses).map(canonicalIp))].filter((ip) => !isLoopback(ip));
+    if (nodeIPs.length > 0) {
+      const [all, local] = nodePortSets(protocol);
+      const entries = protocol === 'sctp' ? nodeIPs.map((ip) => ipPortEntry(ip, protocol, svc.nodePort!)) : [String(svc.nodePort)];
+      for (const e of entries) {
+        b.entry(all, family, e);
+        if (svc.externalPolicyLocal) b.entry(local, family, e);
+      }
+      for (const ip of nodeIPs) b.vs(vs(ip, svc.nodePort), externalEps);
+    }
+  }
+
+  if (svc.healthCheckNodePort !== null) b.entry(SET.HEALTH_CHECK_NODE_PORT, family, String(svc.healthCheckNodePort));
+}
+
+/** The NodePort set and its externalTrafficPolicy=Local twin for a protocol. */
+function nodePortSets(protocol: ServicePortInfo['protocol']): [SetName, SetName] {
+  if (protocol === 'tcp') return [SET.NODE_PORT_TCP, SET.NODE_PORT_LOCAL_TCP];
+  if (protocol === 'udp') return [SET.NODE_PORT_UDP, SET.NODE_PORT_LOCAL_UDP];
+  return [SET.NODE_PORT_SCTP, SET.NODE_PORT_LOCAL_SCTP];
+}
+
+/**
+ * Everything one service port asks of the kernel (pure). Per cluster IP family: a virtual server
+ * for the cluster IP, each external and load-balancer IP, and each NodePort address of that
+ * family, with that family's endpoints; kube-proxy's ipset entries; the addresses to bind.
+ * A service with no endpoints still gets its virtual servers (with no real servers).
+ * `--ipvs-exclude-cidrs` plays no part here: it only protects foreign virtual servers from cleanup.
+ */
+export function desiredForService(svc: ServicePortInfo, endpoints: readonly EndpointInfo[], ctx: DesiredContext): ServiceContribution {
+  const key = portNameKey(svc.name);
+  const out: ServiceContribution = { key, virtualServers: [], ipsetEntries: [], addresses: [], healthCheck: null, errors: [] };
+  const scheduler = svc.scheduler ?? ctx.config.ipvs.scheduler;
+  const mismatch = schedulerFlagsError(scheduler, svc.schedulerFlags);
+  if (mismatch !== null) {
+    out.errors.push({ object: `Service ${svc.name.namespace}/${svc.name.name}`, reason: mismatch });
+    return out;
+  }
+  const b = new Builder();
+  for (const clusterIP of svc.clusterIPs) {
+    const family = familyOf(clusterIP);
+    if (family !== null) addFamily(b, svc, endpoints, ctx, family, canonicalIp(clusterIP));
+  }
+  out.virtualServers = b.virtualServers;
+  out.ipsetEntries = b.ipsetEntries;
+  out.addresses = b.addresses;
+  if (svc.externalPolicyLocal && svc.healthCheckNodePort !== null) {
+    const localReady = new Set(endpoints.filter((ep) => ep.isLocal && ep.ready).map((ep) => ep.address));
+    out.healthCheck = { port: svc.healthCheckNodePort, service: `${svc.name.namespace}/${svc.name.name}`, localEndpoints: localReady.size };
+  }
+  return out;
+}
