@@ -1,0 +1,341 @@
+// The aggregate desired state: every service's contribution, merged. Shared objects (an address
+// used by several services, an ipset entry) are refcounted; a virtual server has one owner.
+// set() returns the delta it caused, so a sync compares only what changed.
+import { destinationId, serviceId, type Destination, type ServiceFlag, type VirtualService } from '../../kernel/ipvs/types.js';
+import { canonicalIp } from '../../model/ip.js';
+import type { ObjectError } from '../../model/service.js';
+import type { DesiredVirtualServer, ServiceContribution, VirtualServerId } from './types.js';
+
+/** What one or more set() calls touched: the objects a partial sync must compare. */
+export interface DesiredDelta {
+  /** Virtual servers whose desired state (destinations, parameters, owner, presence) changed. */
+  virtualServers: Set<VirtualServerId>;
+  /** Per set, entries that became wanted (first reference) or unwanted (last reference gone). */
+  ipsetEntries: Map<string, Set<string>>;
+  /** Dummy-link addresses that became wanted or unwanted. */
+  addresses: Set<string>;
+  /** Keys of the services whose health check (port or local endpoint count) changed. */
+  healthChecks: Set<string>;
+}
+
+/** A desired virtual server with the service key that owns it. */
+export type OwnedVirtualServer = DesiredVirtualServer & { owner: string };
+
+/** A health-check node port of an externalTrafficPolicy: Local service. */
+export type HealthCheck = NonNullable<ServiceContribution['healthCheck']>;
+
+/** An empty delta. */
+export function emptyDelta(): DesiredDelta {
+  return { virtualServers: new Set(), ipsetEntries: new Map(), addresses: new Set(), healthChecks: new Set() };
+}
+
+/** Adds `from` into `into` (coalescing the deltas of several events before one sync); returns `into`. */
+export function mergeDelta(into: DesiredDelta, from: DesiredDelta): DesiredDelta {
+  for (const v of from.virtualServers) into.virtualServers.add(v);
+  for (const [set, entries] of from.ipsetEntries) for (const e of entries) addEntry(into, set, e);
+  for (const a of from.addresses) into.addresses.add(a);
+  for (const h of from.healthChecks) into.healthChecks.add(h);
+  return into;
+}
+
+/** True when the delta names nothing. */
+export function isEmptyDelta(d: DesiredDelta): boolean {
+  return d.virtualServers.size === 0 && d.ipsetEntries.size === 0 && d.addresses.size === 0 && d.healthChecks.size === 0;
+}
+
+function addEntry(d: DesiredDelta, set: string, entry: string): void {
+  let s = d.ipsetEntries.get(set);
+  if (!s) d.ipsetEntries.set(set, (s = new Set()));
+  s.add(entry);
+}
+
+/** IPv6 text in canonical form (the kernel reports it so); IPv4 is left as is (already canonical). */
+const canon = (a: string): string => (a.includes(':') ? canonicalIp(a) : a);
+
+function canonService(s: VirtualService): VirtualService {
+  return s.address !== null && s.address.includes(':') ? { ...s, address: canonicalIp(s.address) } : s;
+}
+
+function canonDestination(d: Destination): Destination {
+  return d.address.includes(':') ? { ...d, address: canonicalIp(d.address) } : d;
+}
+
+/**
+ * Flag names -> comparable bits. NOTE: the kernel keeps scheduler flags as three anonymous bits
+ * (IP_VS_SVC_F_SCHED1..3) and the client names them after the scheduler (codec.ts bitsToFlags),
+ * so `sh-fallback`, `mh-fallback` and `flag-1` are the same flag.
+ */
+const FLAG_SLOT: Record<ServiceFlag, number> = {
+  persistent: 1,
+  ops: 2,
+  'sh-fallback': 4,
+  'mh-fallback': 4,
+  'flag-1': 4,
+  'sh-port': 8,
+  'mh-port': 8,
+  'flag-2': 8,
+  'flag-3': 16,
+};
+
+function flagSlots(flags: readonly ServiceFlag[]): number {
+  let bits = 0;
+  for (const f of flags) bits |= FLAG_SLOT[f];
+  return bits;
+}
+
+/** True when two services (of the same key) have the same parameters, as the kernel would store them. */
+export function sameService(a: VirtualService, b: VirtualService): boolean {
+  return (
+    a.scheduler === b.scheduler &&
+    a.timeout === b.timeout &&
+    a.netmask === b.netmask &&
+    (a.pe || null) === (b.pe || null) &&
+    flagSlots(a.flags) === flagSlots(b.flags)
+  );
+}
+
+/** True when two destinations (of the same key) have the same parameters. */
+export function sameDestination(a: Destination, b: Destination): boolean {
+  return a.forward === b.forward && a.weight === b.weight && a.upperThreshold === b.upperThreshold && a.lowerThreshold === b.lowerThreshold;
+}
+
+function sameDestinations(a: readonly Destination[], b: readonly Destination[]): boolean {
+  if (a.length !== b.length) return false;
+  const byId = new Map(b.map((d) => [destinationId(d), d]));
+  return a.every((d) => {
+    const o = byId.get(destinationId(d));
+    return !!o && sameDestination(o, d);
+  });
+}
+
+/** One service's contribution, deduplicated and canonical. */
+interface Stored {
+  virtualServers: Map<VirtualServerId, DesiredVirtualServer>;
+  entries: Map<string, Set<string>>;
+  addresses: Set<string>;
+  healthCheck: HealthCheck | null;
+  errors: ObjectError[];
+}
+
+function store(c: ServiceContribution): Stored {
+  const virtualServers = new Map<VirtualServerId, DesiredVirtualServer>();
+  for (const vs of c.virtualServers) {
+    const service = canonService(vs.service);
+    const id = serviceId(service);
+    if (virtualServers.has(id)) continue;
+    const dests = new Map<string, Destination>();
+    for (const d of vs.destinations) {
+      const dest = canonDestination(d);
+      const did = destinationId(dest);
+      if (!dests.has(did)) dests.set(did, dest);
+    }
+    virtualServers.set(id, { service, destinations: [...dests.values()] });
+  }
+  const entries = new Map<string, Set<string>>();
+  for (const { set, entry } of c.ipsetEntries) {
+    let s = entries.get(set);
+    if (!s) entries.set(set, (s = new Set()));
+    s.add(entry);
+  }
+  return { virtualServers, entries, addresses: new Set(c.addresses.map(canon)), healthCheck: c.healthCheck, errors: c.errors };
+}
+
+const EMPTY: Stored = { virtualServers: new Map(), entries: new Map(), addresses: new Set(), healthCheck: null, errors: [] };
+
+/** `Service ns/name` from a portNameKey `ns/name:port/protocol`. */
+function serviceObject(key: string): string {
+  const colon = key.indexOf(':');
+  return `Service ${colon < 0 ? key : key.slice(0, colon)}`;
+}
+
+/**
+ * The desired state of the node: contributions by service key, aggregated. A virtual server
+ * claimed by two services belongs to the first claimant still claiming it; the others get an
+ * ObjectError and take over, in claim order, when it lets go. Work per set() is proportional
+ * to the old and new contributions of that one service.
+ */
+export class DesiredIndex {
+  private readonly contributions = new Map<string, Stored>();
+  /** Claimants of each virtual server, in claim order; the first owns it. */
+  private readonly claims = new Map<VirtualServerId, string[]>();
+  private readonly owned = new Map<VirtualServerId, OwnedVirtualServer>();
+  /** Virtual servers claimed by more than one service. */
+  private readonly contested = new Set<VirtualServerId>();
+  private readonly entryRefs = new Map<string, Map<string, number>>();
+  private readonly addressRefs = new Map<string, number>();
+  private readonly checks = new Map<string, HealthCheck>();
+  /** Health checks by node port (ports are unique per cluster; on a clash the first service keeps it). */
+  private readonly checkPorts = new Map<number, HealthCheck & { key: string }>();
+  private readonly serviceErrors = new Map<string, ObjectError[]>();
+
+  /** Replaces the contribution of service `key` (null removes it); returns what that touched. */
+  set(key: string, c: ServiceContribution | null): DesiredDelta {
+    const delta = emptyDelta();
+    const old = this.contributions.get(key) ?? EMPTY;
+    const next = c ? store(c) : EMPTY;
+    if (c) this.contributions.set(key, next);
+    else this.contributions.delete(key);
+
+    for (const id of old.virtualServers.keys()) if (!next.virtualServers.has(id)) this.release(id, key, delta);
+    for (const [id, vs] of next.virtualServers) {
+      const before = old.virtualServers.get(id);
+      if (!before) this.claim(id, key, vs, delta);
+      else if (this.owned.get(id)?.owner === key) {
+        this.owned.set(id, { ...vs, owner: key });
+        if (!sameService(before.service, vs.service) || !sameDestinations(before.destinations, vs.destinations)) delta.virtualServers.add(id);
+      }
+    }
+
+    for (const [set, entries] of old.entries) {
+      const keep = next.entries.get(set);
+      for (const e of entries) if (!keep?.has(e)) this.unref(set, e, delta);
+    }
+    for (const [set, entries] of next.entries) {
+      const had = old.entries.get(set);
+      for (const e of entries) if (!had?.has(e)) this.ref(set, e, delta);
+    }
+
+    for (const a of old.addresses) {
+      if (next.addresses.has(a)) continue;
+      const n = this.addressRefs.get(a)! - 1;
+      if (n === 0) {
+        this.addressRefs.delete(a);
+        delta.addresses.add(a);
+      } else this.addressRefs.set(a, n);
+    }
+    for (const a of next.addresses) {
+      if (old.addresses.has(a)) continue;
+      const n = (this.addressRefs.get(a) ?? 0) + 1;
+      this.addressRefs.set(a, n);
+      if (n === 1) delta.addresses.add(a);
+    }
+
+    if (JSON.stringify(old.healthCheck) !== JSON.stringify(next.healthCheck)) {
+      delta.healthChecks.add(key);
+      this.setHealthCheck(key, old.healthCheck, next.healthCheck);
+    }
+    if (next.errors.length > 0) this.serviceErrors.set(key, next.errors);
+    else this.serviceErrors.delete(key);
+    return delta;
+  }
+
+  private setHealthCheck(key: string, old: HealthCheck | null, next: HealthCheck | null): void {
+    if (next) this.checks.set(key, next);
+    else this.checks.delete(key);
+    if (old && this.checkPorts.get(old.port)?.key === key) {
+      this.checkPorts.delete(old.port);
+      for (const [k, hc] of this.checks) {
+        if (k !== key && hc.port === old.port) {
+          this.checkPorts.set(hc.port, { ...hc, key: k });
+          break;
+        }
+      }
+    }
+    const held = next ? this.checkPorts.get(next.port) : undefined;
+    if (next && (!held || held.key === key)) this.checkPorts.set(next.port, { ...next, key });
+  }
+
+  private claim(id: VirtualServerId, key: string, vs: DesiredVirtualServer, delta: DesiredDelta): void {
+    const list = this.claims.get(id);
+    if (!list) {
+      this.claims.set(id, [key]);
+      this.owned.set(id, { ...vs, owner: key });
+      delta.virtualServers.add(id);
+      return;
+    }
+    list.push(key);
+    this.contested.add(id);
+  }
+
+  private release(id: VirtualServerId, key: string, delta: DesiredDelta): void {
+    const list = this.claims.get(id)!;
+    const at = list.indexOf(key);
+    list.splice(at, 1);
+    if (list.length < 2) this.contested.delete(id);
+    if (at !== 0) return;
+    delta.virtualServers.add(id);
+    const heir = list[0];
+    if (heir === undefined) {
+      this.claims.delete(id);
+      this.owned.delete(id);
+      return;
+    }
+    this.owned.set(id, { ...this.contributions.get(heir)!.virtualServers.get(id)!, owner: heir });
+  }
+
+  private ref(set: string, entry: string, delta: DesiredDelta): void {
+    let refs = this.entryRefs.get(set);
+    if (!refs) this.entryRefs.set(set, (refs = new Map()));
+    const n = (refs.get(entry) ?? 0) + 1;
+    refs.set(entry, n);
+    if (n === 1) addEntry(delta, set, entry);
+  }
+
+  private unref(set: string, entry: string, delta: DesiredDelta): void {
+    const refs = this.entryRefs.get(set)!;
+    const n = refs.get(entry)! - 1;
+    if (n > 0) return void refs.set(entry, n);
+    refs.delete(entry);
+    if (refs.size === 0) this.entryRefs.delete(set);
+    addEntry(delta, set, entry);
+  }
+
+  /** Every programmed (owned) virtual server, by id. */
+  virtualServers(): ReadonlyMap<VirtualServerId, OwnedVirtualServer> {
+    return this.owned;
+  }
+
+  /** The entries wanted in `set`, each with the number of services wanting it. */
+  ipsetEntries(set: string): ReadonlyMap<string, number> {
+    return this.entryRefs.get(set) ?? new Map();
+  }
+
+  /** True when some service wants `entry` in `set`. */
+  hasIpsetEntry(set: string, entry: string): boolean {
+    return this.entryRefs.get(set)?.has(entry) ?? false;
+  }
+
+  /** Names of the sets that have at least one wanted entry. */
+  allSets(): string[] {
+    return [...this.entryRefs.keys()];
+  }
+
+  /** Addresses wanted on the dummy link, each with the number of services wanting it. */
+  addresses(): ReadonlyMap<string, number> {
+    return this.addressRefs;
+  }
+
+  /** Health-check node ports: port -> the service (`ns/name`) and its local endpoint count. */
+  healthChecks(): ReadonlyMap<number, HealthCheck> {
+    return this.checkPorts;
+  }
+
+  /** Merges the deltas of several set() calls into one (a new object). */
+  mergeDeltas(deltas: Iterable<DesiredDelta>): DesiredDelta {
+    const out = emptyDelta();
+    for (const d of deltas) mergeDelta(out, d);
+    return out;
+  }
+
+  /** The services' own errors, then one per virtual server a service claimed but does not own. */
+  errors(): ObjectError[] {
+    const out = [...this.serviceErrors.values()].flat();
+    for (const id of this.contested) {
+      const [owner, ...others] = this.claims.get(id)!;
+      for (const key of others) {
+        out.push({ object: serviceObject(key), reason: `${key}: virtual server ${id} is already programmed for ${owner}; not programmed for this service` });
+      }
+    }
+    return out;
+  }
+
+  /** Keys of the services with a contribution. */
+  keys(): IterableIterator<string> {
+    return this.contributions.keys();
+  }
+
+  /** Number of services with a contribution. */
+  get size(): number {
+    return this.contributions.size;
+  }
+}
