@@ -1,0 +1,129 @@
+// Graceful termination: a removed TCP real server is set to weight 0 and kept until its
+// connections drain or a timeout passes; UDP and SCTP ones are deleted at once (plan.ts decides).
+// Unlike kube-proxy's graceful_termination.go: draining servers are read per virtual server
+// (one dump per VS with draining servers, not one per server), deletion is bounded by a
+// timeout (a long-lived connection cannot pin a server forever), and a server that comes back
+// while draining gets its weight back instead of being deleted and re-added.
+import type { IpvsClient } from '../../kernel/ipvs/client.js';
+import { destinationId, type Protocol } from '../../kernel/ipvs/types.js';
+import type { DestinationId, ObservedState, VirtualServerId } from './types.js';
+
+/** One draining real server. Times are milliseconds of the clock plan() is given. */
+export interface DrainingEntry {
+  /** When it was set to weight 0. */
+  since: number;
+  /** The virtual server's protocol (null for a fwmark service). */
+  protocol: Protocol | null;
+  /** When its connection counts were last read from the kernel after `since`; null until then. */
+  countedAt: number | null;
+}
+
+/** The real servers being drained: VS id -> destination id -> entry. Updated only from acknowledged ops. */
+export class GracefulState {
+  readonly draining = new Map<VirtualServerId, Map<DestinationId, DrainingEntry>>();
+
+  /** The entry of one destination, if draining. */
+  get(vs: VirtualServerId, dest: DestinationId): DrainingEntry | undefined {
+    return this.draining.get(vs)?.get(dest);
+  }
+
+  /** Records a destination as draining (its weight-0 update was acknowledged). */
+  start(vs: VirtualServerId, dest: DestinationId, entry: DrainingEntry): void {
+    let m = this.draining.get(vs);
+    if (!m) this.draining.set(vs, (m = new Map()));
+    m.set(dest, entry);
+  }
+
+  /** Forgets a destination (restored, deleted, or gone). */
+  end(vs: VirtualServerId, dest: DestinationId): void {
+    const m = this.draining.get(vs);
+    if (!m) return;
+    m.delete(dest);
+    if (m.size === 0) this.draining.delete(vs);
+  }
+
+  /** Number of draining destinations. */
+  get size(): number {
+    let n = 0;
+    for (const m of this.draining.values()) n += m.size;
+    return n;
+  }
+
+  /** The earliest time a draining destination times out (for scheduling the next check), or null. */
+  nextDeadline(timeoutMs: number): number | null {
+    let min: number | null = null;
+    for (const m of this.draining.values()) for (const e of m.values()) if (min === null || e.since + timeoutMs < min) min = e.since + timeoutMs;
+    return min;
+  }
+}
+
+/** What a refresh read. */
+export interface RefreshResult {
+  /** listDestinations calls made (one per virtual server with draining destinations). */
+  reads: number;
+  /** Draining destinations found with no connections left. */
+  drained: number;
+  /** Draining destinations no longer in the kernel (forgotten). */
+  gone: number;
+  errors: Array<{ object: string; error: Error }>;
+}
+
+/**
+ * Reads the destinations of the virtual servers that have draining destinations, and only
+ * those (one dump each: cost proportional to what drains, never a full dump). Updates
+ * `observed` with what it read (weights and connection counts; destinations gone from the
+ * kernel are removed) and stamps each draining entry with `countedAt = now`, so the next
+ * plan() deletes the drained ones. A virtual server not in `observed` ends its entries.
+ */
+export async function refreshDraining(ipvs: IpvsClient, observed: ObservedState, graceful: GracefulState, now: number = Date.now()): Promise<RefreshResult> {
+  const result: RefreshResult = { reads: 0, drained: 0, gone: 0, errors: [] };
+  const targets = [...graceful.draining.keys()].flatMap((id) => {
+    const o = observed.virtualServers.get(id);
+    if (!o) {
+      for (const dest of graceful.draining.get(id)!.keys()) graceful.end(id, dest);
+      return [];
+    }
+    return [{ id, o }];
+  });
+  const reads = await Promise.all(
+    targets.map(({ o }) =>
+      ipvs.listDestinations(o.service).then(
+        (dests) => ({ ok: true as const, dests }),
+        (error: Error) => ({ ok: false as const, error }),
+      ),
+    ),
+  );
+  result.reads = targets.length;
+  targets.forEach(({ id, o }, i) => {
+    const r = reads[i]!;
+    if (!r.ok) {
+      result.errors.push({ object: id, error: r.error });
+      return;
+    }
+    const fresh = new Map(r.dests.map((d) => [destinationId(d), d]));
+    for (const did of [...o.destinations.keys()]) if (!fresh.has(did)) o.destinations.delete(did);
+    for (const [did, d] of fresh) {
+      o.destinations.set(did, {
+        address: d.address,
+        port: d.port,
+        forward: d.forward,
+        weight: d.weight,
+        upperThreshold: d.upperThreshold,
+        lowerThreshold: d.lowerThreshold,
+        activeConns: d.activeConns,
+        inactiveConns: d.inactiveConns,
+      });
+    }
+    for (const [did, entry] of [...(graceful.draining.get(id) ?? [])]) {
+      const d = fresh.get(did);
+      if (!d) {
+        graceful.end(id, did);
+        result.gone++;
+        continue;
+      }
+      entry.countedAt = now;
+      if (d.activeConns + d.inactiveConns === 0) result.drained++;
+    }
+  });
+  return result;
+}
