@@ -1,0 +1,291 @@
+// apply(plan): one batched call per client and kind, results folded back into the observed
+// state. The only place where idempotency is decided: EEXIST on add and "not found" on delete
+// are successes; everything else is an error naming its object, and the rest still applies.
+import { NetlinkError, isExist, isNotFound } from '../../kernel/errors.js';
+import { opObject, type IpvsOp, type IpvsResult } from '../../kernel/ipvs/client.js';
+import { bitsToFlags, flagsToBits } from '../../kernel/ipvs/codec.js';
+import { destinationId, serviceId, type Destination, type VirtualService } from '../../kernel/ipvs/types.js';
+import { emptyDelta, type DesiredDelta } from './index.js';
+import type { KernelClients } from './observe.js';
+import type { Plan } from './plan.js';
+import type { ObservedState } from './types.js';
+
+/** What apply did, counted. */
+export interface ApplyCounts {
+  /** IPVS ops sent (follow-up updates included). */
+  ipvsOps: number;
+  ipvsCalls: number;
+  /** ipset entries sent (adds and deletes). */
+  ipsetEntries: number;
+  ipsetCalls: number;
+  /** Addresses sent (adds and deletes). */
+  addresses: number;
+  linkCalls: number;
+  /** Adds answered EEXIST, turned into updates of the existing object. */
+  followUps: number;
+}
+
+/** The outcome of one apply. */
+export interface ApplyResult {
+  /** Every failed object, named (`tcp/10.96.0.10:80 -> 10.244.1.2:8080`, `KUBE-CLUSTER-IP 10.96.0.10,tcp:80`, …). */
+  errors: Array<{ object: string; error: Error }>;
+  counts: ApplyCounts;
+  /** Something failed that may succeed if tried again (or needs comparing again): sync again soon, with retryScope. */
+  retry: boolean;
+  /** The objects to compare on the retry (failed ones, and virtual servers found in an unexpected state). */
+  retryScope: DesiredDelta;
+}
+
+type ObservedDest = Destination & { activeConns?: number; inactiveConns?: number };
+
+/** A service as the kernel reports it back: flags named after its scheduler, pe null when none. */
+function asReported(s: VirtualService): VirtualService {
+  return { ...s, flags: bitsToFlags(flagsToBits(s.flags), s.scheduler), pe: s.pe || null };
+}
+
+function plain(d: Destination): Destination {
+  return { address: d.address, port: d.port, forward: d.forward, weight: d.weight, upperThreshold: d.upperThreshold, lowerThreshold: d.lowerThreshold };
+}
+
+/**
+ * Errors that another attempt may fix. Not: input the clients reject (ValidationError), and
+ * an unknown scheduler or persistence engine (ENOENT on add/update service), which the next
+ * full sync tries again.
+ */
+function retryable(op: string, e: unknown): boolean {
+  if (!(e instanceof NetlinkError)) return false;
+  return !((op === 'ipvs.addService' || op === 'ipvs.updateService') && e.code === 'ENOENT');
+}
+
+/** Applies one plan; see the file comment. */
+class Applier {
+  readonly errors: ApplyResult['errors'] = [];
+  readonly counts: ApplyCounts = { ipvsOps: 0, ipvsCalls: 0, ipsetEntries: 0, ipsetCalls: 0, addresses: 0, linkCalls: 0, followUps: 0 };
+  readonly retryScope = emptyDelta();
+  retry = false;
+
+  constructor(
+    private readonly clients: KernelClients,
+    private readonly observed: ObservedState,
+  ) {}
+
+  fail(object: string, error: Error, op: string): void {
+    this.errors.push({ object, error });
+    if (retryable(op, error)) this.retry = true;
+  }
+
+  private retryEntry(set: string, entry: string): void {
+    let s = this.retryScope.ipsetEntries.get(set);
+    if (!s) this.retryScope.ipsetEntries.set(set, (s = new Set()));
+    s.add(entry);
+  }
+
+  async createSets(plan: Plan): Promise<void> {
+    for (const spec of plan.ipsetCreate) {
+      this.counts.ipsetCalls++;
+      try {
+        await this.clients.ipset.create(spec);
+      } catch (e) {
+        if (!isExist(e)) {
+          this.fail(spec.name, e as Error, 'ipset.create');
+          continue;
+        }
+      }
+      if (!this.observed.ipsets.has(spec.name)) this.observed.ipsets.set(spec.name, new Set());
+    }
+  }
+
+  async entries(kind: 'add' | 'del', batches: Map<string, string[]>): Promise<void> {
+    for (const [set, entries] of batches) {
+      this.counts.ipsetCalls++;
+      this.counts.ipsetEntries += entries.length;
+      let results;
+      try {
+        results = await this.clients.ipset[kind](set, entries);
+      } catch (e) {
+        this.fail(set, e as Error, `ipset.${kind}`);
+        this.retry = true;
+        for (const entry of entries) this.retryEntry(set, entry);
+        continue;
+      }
+      let have = this.observed.ipsets.get(set);
+      if (!have && kind === 'add') this.observed.ipsets.set(set, (have = new Set()));
+      results.forEach((r, i) => {
+        const entry = entries[i]!;
+        if (r.ok || (kind === 'add' ? isExist(r.error) : isNotFound(r.error))) {
+          if (kind === 'add') have!.add(entry);
+          else have?.delete(entry);
+          return;
+        }
+        this.fail(`${set} ${entry}`, r.error, `ipset.${kind}`);
+        this.retryEntry(set, entry);
+      });
+    }
+  }
+
+  async addresses(kind: 'add' | 'delete', addresses: readonly string[]): Promise<void> {
+    if (addresses.length === 0) return;
+    this.counts.linkCalls++;
+    this.counts.addresses += addresses.length;
+    const { link, dummyName } = this.clients;
+    let results;
+    try {
+      results = kind === 'add' ? await link.addAddresses(dummyName, addresses) : await link.deleteAddresses(dummyName, addresses);
+    } catch (e) {
+      this.fail(`${dummyName}`, e as Error, `link.${kind}Address`);
+      this.retry = true;
+      for (const a of addresses) this.retryScope.addresses.add(a);
+      return;
+    }
+    results.forEach((r, i) => {
+      const a = addresses[i]!;
+      if (r.ok || (kind === 'add' ? isExist(r.error) : isNotFound(r.error))) {
+        if (kind === 'add') this.observed.addresses.add(a);
+        else this.observed.addresses.delete(a);
+        return;
+      }
+      this.fail(`${a} dev ${dummyName}`, r.error, `link.${kind}Address`);
+      this.retryScope.addresses.add(a);
+    });
+  }
+
+  /** Folds an acknowledged op into the observed state. */
+  private mark(op: IpvsOp): void {
+    const vs = this.observed.virtualServers;
+    const id = serviceId(op.service);
+    const o = vs.get(id);
+    switch (op.kind) {
+      case 'addService':
+      case 'updateService':
+        if (o) o.service = asReported(op.service);
+        else vs.set(id, { service: asReported(op.service), destinations: new Map() });
+        return;
+      case 'deleteService':
+        vs.delete(id);
+        return;
+      case 'deleteDestination':
+        o?.destinations.delete(destinationId(op.destination));
+        return;
+      default: {
+        const did = destinationId(op.destination);
+        const prev = o?.destinations.get(did);
+        const next: ObservedDest = { ...plain(op.destination), activeConns: prev?.activeConns ?? 0, inactiveConns: prev?.inactiveConns ?? 0 };
+        o?.destinations.set(did, next);
+      }
+    }
+  }
+
+  /**
+   * The kernel disagreed with the observed state: repair what the error proves (ESRCH: the
+   * service is not there; ENOENT on an update: the destination is not there) and compare the
+   * virtual server again on the retry.
+   */
+  private repair(op: IpvsOp, e: Error): void {
+    const id = serviceId(op.service);
+    this.retryScope.virtualServers.add(id);
+    if (!(e instanceof NetlinkError)) return;
+    if (e.code === 'ESRCH' && op.kind !== 'addService') this.observed.virtualServers.delete(id);
+    else if (e.code === 'ENOENT' && op.kind === 'updateDestination') this.observed.virtualServers.get(id)?.destinations.delete(destinationId(op.destination));
+  }
+
+  /** Sends the IPVS ops in one batch; returns, per op, whether its effect is in place. */
+  async ipvs(ops: readonly IpvsOp[]): Promise<boolean[]> {
+    const done: boolean[] = new Array(ops.length).fill(false);
+    if (ops.length === 0) return done;
+    const results = await this.batch(ops);
+    if (!results) return done;
+    const followUps: Array<{ i: number; op: IpvsOp }> = [];
+    const failedAdds = new Set<string>();
+    results.forEach((r, i) => {
+      const op = ops[i]!;
+      if (r.ok || (op.kind.startsWith('delete') && isNotFound(r.error))) {
+        this.mark(op);
+        done[i] = true;
+      } else if (op.kind === 'addService' && isExist(r.error)) {
+        // Someone else made it: take it over with our parameters; its destinations are read back below.
+        this.mark(op);
+        followUps.push({ i, op: { kind: 'updateService', service: op.service } });
+      } else if (op.kind === 'addDestination' && isExist(r.error)) {
+        followUps.push({ i, op: { kind: 'updateDestination', service: op.service, destination: op.destination } });
+      } else if (op.kind !== 'addService' && failedAdds.has(serviceId(op.service)) && r.error instanceof NetlinkError && r.error.code === 'ESRCH') {
+        // A destination of a service whose add just failed: a consequence, reported through the service.
+        this.repair(op, r.error);
+      } else {
+        if (op.kind === 'addService') failedAdds.add(serviceId(op.service));
+        this.fail(opObject(op), r.error, `ipvs.${op.kind}`);
+        this.repair(op, r.error);
+      }
+    });
+    if (followUps.length === 0) return done;
+    this.counts.followUps += followUps.length;
+    const again = await this.batch(followUps.map((f) => f.op));
+    if (!again) return done;
+    const adopted: IpvsOp[] = [];
+    again.forEach((r, j) => {
+      const { i, op } = followUps[j]!;
+      if (r.ok) {
+        this.mark(op);
+        done[i] = true;
+        if (op.kind === 'updateService') adopted.push(op);
+      } else {
+        this.fail(opObject(op), r.error, `ipvs.${op.kind}`);
+        this.repair(op, r.error);
+      }
+    });
+    await this.readBack(adopted);
+    return done;
+  }
+
+  /** A service we added already existed: learn its real destinations (rare) and compare it again. */
+  private async readBack(ops: readonly IpvsOp[]): Promise<void> {
+    for (const op of ops) {
+      const id = serviceId(op.service);
+      this.retryScope.virtualServers.add(id);
+      this.retry = true;
+      let dests;
+      try {
+        dests = await this.clients.ipvs.listDestinations(op.service);
+      } catch (e) {
+        this.fail(id, e as Error, 'ipvs.listDestinations');
+        continue;
+      }
+      const o = this.observed.virtualServers.get(id);
+      if (!o) continue;
+      o.destinations = new Map(dests.map((d) => [destinationId(d), { ...plain(d), activeConns: d.activeConns, inactiveConns: d.inactiveConns }]));
+    }
+  }
+
+  private async batch(ops: readonly IpvsOp[]): Promise<IpvsResult[] | null> {
+    this.counts.ipvsCalls++;
+    this.counts.ipvsOps += ops.length;
+    try {
+      return await this.clients.ipvs.apply(ops);
+    } catch (e) {
+      this.fail('ipvs', e as Error, 'ipvs.apply');
+      this.retry = true;
+      for (const op of ops) this.retryScope.virtualServers.add(serviceId(op.service));
+      return null;
+    }
+  }
+}
+
+/**
+ * Executes a plan: owned sets created, entries added, addresses bound, the IPVS ops (one
+ * batch, in the plan's order), then addresses and entries removed. `observed` and the plan's
+ * graceful state (draining starts and ends) change only for acknowledged ops. A failed op is reported with its object and
+ * does not stop the others; `retry` asks the runner for another sync over `retryScope`.
+ */
+export async function applyPlan(plan: Plan, clients: KernelClients, observed: ObservedState): Promise<ApplyResult> {
+  const a = new Applier(clients, observed);
+  await a.createSets(plan);
+  await a.entries('add', plan.ipsetAdd);
+  await a.addresses('add', plan.addressAdd);
+  const done = await a.ipvs(plan.ipvs);
+  await a.addresses('delete', plan.addressDel);
+  await a.entries('del', plan.ipsetDel);
+  const { state, start, end } = plan.draining;
+  const acked = (op: number | null): boolean => op === null || done[op] === true;
+  for (const s of start) if (acked(s.op)) state.start(s.vs, s.dest, { since: s.since, protocol: s.protocol, countedAt: null });
+  for (const e of end) if (acked(e.op)) state.end(e.vs, e.dest);
+  return { errors: a.errors, counts: a.counts, retry: a.retry, retryScope: a.retryScope };
+}

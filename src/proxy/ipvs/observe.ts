@@ -1,0 +1,77 @@
+// The full read of kernel state: at start-up and every sync period (drift repair). Every other
+// sync works from the observed state that apply() keeps up to date from acknowledged ops.
+import { isNotFound } from '../../kernel/errors.js';
+import type { IpvsClient } from '../../kernel/ipvs/client.js';
+import { destinationId, serviceId, type Destination } from '../../kernel/ipvs/types.js';
+import type { IpsetClient } from '../../kernel/ipset/types.js';
+import type { LinkClient } from '../../kernel/link.js';
+import type { ObservedState } from './types.js';
+
+/** The kernel clients a sync uses, and the dummy link's name. */
+export interface KernelClients {
+  ipvs: IpvsClient;
+  ipset: IpsetClient;
+  link: LinkClient;
+  dummyName: string;
+}
+
+/** kube-proxy's prefix of the sets it owns. */
+const OWNED_PREFIX = 'KUBE-';
+
+/** An empty observed state (nothing known). */
+export function emptyObserved(): ObservedState {
+  return { virtualServers: new Map(), ipsets: new Map(), addresses: new Set(), iptables: new Map() };
+}
+
+/** The element of a listed entry, without options (` timeout N`, ` comment "…"`, counters). */
+function element(entry: string): string {
+  const space = entry.indexOf(' ');
+  return space < 0 ? entry : entry.slice(0, space);
+}
+
+/**
+ * Reads everything the proxy owns: every IPVS service with its destinations (one dumpAll), the
+ * owned ipsets only (one list each; a missing set is simply absent; by default every set named
+ * `KUBE-*`, as kube-proxy names its sets), and the addresses of the
+ * dummy link (none when the link is missing). `iptables` is carried over from `previous`
+ * (the iptables stage keeps it). Read errors other than "not found" are thrown.
+ */
+export async function readObserved(clients: KernelClients & { ownedSets?: readonly string[] }, previous?: ObservedState): Promise<ObservedState> {
+  const observed = emptyObserved();
+  if (previous) for (const [k, v] of previous.iptables) observed.iptables.set(k, v);
+
+  for (const s of await clients.ipvs.dumpAll()) {
+    const { destinations, stats: _stats, ...service } = s;
+    const dests = new Map<string, Destination & { activeConns?: number; inactiveConns?: number }>();
+    for (const d of destinations) {
+      dests.set(destinationId(d), {
+        address: d.address,
+        port: d.port,
+        forward: d.forward,
+        weight: d.weight,
+        upperThreshold: d.upperThreshold,
+        lowerThreshold: d.lowerThreshold,
+        activeConns: d.activeConns,
+        inactiveConns: d.inactiveConns,
+      });
+    }
+    observed.virtualServers.set(serviceId(service), { service, destinations: dests });
+  }
+
+  const owned = clients.ownedSets ?? (await clients.ipset.listNames()).filter((n) => n.startsWith(OWNED_PREFIX));
+  for (const name of owned) {
+    try {
+      const [info] = await clients.ipset.list(name);
+      if (info) observed.ipsets.set(name, new Set(info.entries.map(element)));
+    } catch (e) {
+      if (!isNotFound(e)) throw e;
+    }
+  }
+
+  try {
+    for (const a of await clients.link.listAddresses(clients.dummyName)) observed.addresses.add(a);
+  } catch (e) {
+    if (!isNotFound(e)) throw e;
+  }
+  return observed;
+}
