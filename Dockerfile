@@ -1,0 +1,37 @@
+# kube-ipvs-proxy container image: the DaemonSet's entrypoint (charts/kube-ipvs-proxy).
+#   docker build -t kube-ipvs-proxy:$(node -p "require('./package.json').version") .
+# Build stage: the native addon (node-gyp; needs the kernel UAPI headers of linux-libc-dev)
+# and the TypeScript, then only the production dependencies are kept.
+FROM node:20-bookworm AS build
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 make g++ linux-libc-dev \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+# node-gyp builds against the headers the node image ships instead of downloading them.
+ENV npm_config_nodedir=/usr/local
+COPY package.json package-lock.json binding.gyp tsconfig.json ./
+COPY native ./native
+COPY src ./src
+# npm ci runs "install" (node-gyp rebuild: build/Release/kube_ipvs_proxy.node) and "prepare" (tsc: dist/).
+RUN npm ci \
+ && npm prune --omit=dev \
+ && test -f build/Release/kube_ipvs_proxy.node \
+ && test -f dist/src/cli.js
+
+# Runtime stage: node and the tools the daemon runs or an operator needs on a node:
+# iptables (both backends: iptables-nft-* and iptables-legacy-*; the daemon picks one the
+# way kubernetes-sigs/iptables-wrappers does), kmod (modprobe ip_vs), conntrack, ipset and
+# ipvsadm (inspection), iproute2.
+FROM node:20-bookworm-slim
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends iptables ipset ipvsadm kmod conntrack iproute2 \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+ENV NODE_ENV=production
+COPY --from=build /app/package.json ./
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist/src ./dist/src
+COPY --from=build /app/build/Release/kube_ipvs_proxy.node ./build/Release/
+# `kubectl exec ds/kube-ipvs-proxy -- kube-ipvs-proxy inspect`
+RUN chmod +x /app/dist/src/cli.js && ln -s /app/dist/src/cli.js /usr/local/bin/kube-ipvs-proxy
+ENTRYPOINT ["node", "/app/dist/src/cli.js"]
