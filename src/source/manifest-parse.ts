@@ -3,18 +3,15 @@
 // Locations: `<file>#<doc>` where doc is the 0-based index of the document in the stream
 // (empty documents count); objects inside a `kind: List` carry `items[i]` in their field paths.
 import { parseAllDocuments } from 'yaml';
-import type { z } from 'zod';
 
-import { endpointSliceSchema, nodeSchema, objectKey, serviceSchema } from '../model/k8s.js';
+import { objectKey } from '../model/k8s.js';
 import type { EndpointSlice, Node, Service } from '../model/k8s.js';
 import type { ObjectError } from '../model/service.js';
-
-/** The kinds a source delivers. */
-export type ManifestKind = 'Service' | 'EndpointSlice' | 'Node';
+import { formatPath, isSourceKind, validate, type SourceKind } from './validate.js';
 
 /** A validated object and where it came from. */
 export interface ManifestObject {
-  kind: ManifestKind;
+  kind: SourceKind;
   /** objectKey: `namespace/name` (Node: `name`). */
   key: string;
   object: Service | EndpointSlice | Node;
@@ -31,12 +28,6 @@ export interface ParsedManifest {
   /** The YAML is broken or an object failed validation (unknown kinds do not count). */
   failed: boolean;
 }
-
-const SCHEMAS: Record<ManifestKind, z.ZodType<Service | EndpointSlice | Node>> = {
-  Service: serviceSchema,
-  EndpointSlice: endpointSliceSchema,
-  Node: nodeSchema,
-};
 
 /** Parses and validates one file's text; `file` is used only to name locations. */
 export function parseManifest(file: string, text: string): ParsedManifest {
@@ -73,15 +64,12 @@ function addObject(out: ParsedManifest, file: string, doc: number, item: number,
   const kind = raw.kind;
   if (typeof kind !== 'string' || kind === '') return fail(prefixed(rawName(raw)), `${formatPath([...base, 'kind'])}: missing`);
   const where = prefixed(`${kind} ${rawName(raw, kind !== 'Node')}`.trimEnd());
-  if (!(kind in SCHEMAS)) {
+  if (!isSourceKind(kind)) {
     return fail(where, `${formatPath([...base, 'kind'])}: unsupported kind ${String(raw.apiVersion ?? '?')}/${kind}; skipped`, false);
   }
-  const result = SCHEMAS[kind as ManifestKind].safeParse(raw);
-  if (!result.success) {
-    const reasons = result.error.issues.map((i) => `${formatPath([...base, ...i.path]) || '(object)'}: ${i.message.replace(/^Invalid input: /, '')}`);
-    return fail(where, reasons.join('; '));
-  }
-  out.objects.push({ kind: kind as ManifestKind, key: objectKey(result.data), object: result.data, file, doc, item });
+  const result = validate(kind, raw, base);
+  if (!result.ok) return fail(where, result.reason);
+  out.objects.push({ kind, key: objectKey(result.value), object: result.value, file, doc, item });
 }
 
 /** `ns/name` (or `name`) from raw metadata when present, else ''. */
@@ -90,11 +78,6 @@ function rawName(raw: Record<string, unknown>, namespaced = true): string {
   if (typeof md.name !== 'string') return '';
   if (!namespaced) return md.name;
   return `${typeof md.namespace === 'string' && md.namespace ? md.namespace : 'default'}/${md.name}`;
-}
-
-/** `spec.ports[0].port` from a zod issue path. */
-function formatPath(path: readonly PropertyKey[]): string {
-  return path.reduce<string>((s, p) => (typeof p === 'number' ? `${s}[${p}]` : s ? `${s}.${String(p)}` : String(p)), '');
 }
 
 function prefixed(s: string): string {
