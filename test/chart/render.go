@@ -553,7 +553,7 @@ func render(templates []tmpl, top map[string]interface{}, basePath string) (rend
 	})
 	for _, tp := range templates {
 		if _, err := t.New(tp.name).Parse(tp.text); err != nil {
-			return nil, fmt.Errorf("parse error at (%s): %s", tp.name, strings.TrimPrefix(err.Error(), "template: "))
+			return nil, cleanupParseError(tp.name, err)
 		}
 	}
 	rendered = map[string]string{}
@@ -573,6 +573,15 @@ func render(templates []tmpl, top map[string]interface{}, basePath string) (rend
 		rendered[tp.name] = strings.ReplaceAll(buf.String(), "<no value>", "")
 	}
 	return rendered, nil
+}
+
+// cleanupParseError is Helm 3's: "parse error at (file:line): message".
+func cleanupParseError(filename string, err error) error {
+	tokens := strings.Split(err.Error(), ": ")
+	if len(tokens) == 1 {
+		return fmt.Errorf("parse error in (%s): %s", filename, err)
+	}
+	return fmt.Errorf("parse error at (%s): %s", tokens[1], tokens[len(tokens)-1])
 }
 
 // cleanupExecError is Helm 3's: "execution error at (file:line:col): message" for fail/required.
