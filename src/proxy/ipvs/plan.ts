@@ -154,8 +154,9 @@ class Planner {
     }
     if (!d) {
       if (this.isExcluded(o.service.address)) return this.endAll(id, 'gone', null);
-      // A removed virtual server goes at once, draining destinations included (see README/report:
-      // keeping it would also mean keeping its address and ipset entries).
+      // Policy: a removed virtual server is deleted at once, draining destinations included (as
+      // kube-proxy does). Keeping it to drain would be useless without also keeping its dummy
+      // address (IPVS sees packets at LOCAL_IN only for a local VIP) and its ipset entries.
       const del = this.op(this.serviceDeletes, { kind: 'deleteService', service: o.service });
       this.endAll(id, 'service-deleted', del);
       if (o.service.protocol === 'udp') for (const od of o.destinations.values()) this.stale(o.service, od);
