@@ -164,7 +164,7 @@ describe('Dockerfile', () => {
     expect(pkg.engines.node).toBe('>=20');
   });
 
-  it('finds what the daemon executes: both backends' iptables binaries for both families, and every literal execFile/spawn target (modprobe)', () => {
+  it('finds what the daemon executes: the iptables binaries of both backends and families, and every literal execFile/spawn target (modprobe)', () => {
     const bins = daemonBinaries();
     expect(bins).toEqual(expect.arrayContaining(['iptables-nft-restore', 'iptables-legacy-save', 'ip6tables-nft-save', 'ip6tables-legacy-restore']));
     expect(bins.length).toBeGreaterThanOrEqual(12);

@@ -3,7 +3,7 @@
 // fields), the security-relevant fields, exact RBAC, and the rendered KubeProxyConfiguration
 // and container args accepted by the daemon's own parser through the pod's volume mounts.
 
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { ServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
@@ -227,7 +227,7 @@ describe.each(Object.keys(VALUE_SETS))('chart rendered with %s values', (set) =>
     const role = one(set, 'ClusterRole');
     expect(rbacTriples(role.rules)).toEqual([
       'core/events:create', 'core/events:patch',
-      'core/nodes:get', 'core/nodes:list', 'core/nodes:watch',
+      'core/nodes:list', 'core/nodes:watch',
       'core/services:list', 'core/services:watch',
       'discovery.k8s.io/endpointslices:list', 'discovery.k8s.io/endpointslices:watch',
       'events.k8s.io/events:create', 'events.k8s.io/events:patch',
@@ -248,6 +248,20 @@ describe.each(Object.keys(VALUE_SETS))('chart rendered with %s values', (set) =>
       else expect(o.metadata.namespace, o.kind).toBe('kube-system');
       expect(o.metadata.labels).toMatchObject({ 'app.kubernetes.io/managed-by': 'Helm', 'app.kubernetes.io/instance': 'kube-ipvs-proxy' });
     }
+  });
+});
+
+describe('chart RBAC against the source', () => {
+  it('grants list and watch on every API path the daemon\'s informers use', () => {
+    const walk = (d: string): string[] => readdirSync(join(ROOT, d), { withFileTypes: true })
+      .flatMap((e) => (e.isDirectory() ? walk(join(d, e.name)) : e.name.endsWith('.ts') ? [join(d, e.name)] : []));
+    const used = new Set<string>();
+    for (const f of walk('src')) {
+      for (const m of readFileSync(join(ROOT, f), 'utf8').matchAll(/'\/(?:api\/v1|apis\/([a-z0-9.-]+)\/v1)\/([a-z]+)'/g)) used.add(`${m[1] ?? 'core'}/${m[2]}`);
+    }
+    expect([...used].sort()).toEqual(['core/nodes', 'core/services', 'discovery.k8s.io/endpointslices']);
+    const granted = rbacTriples(one('default', 'ClusterRole').rules);
+    for (const r of used) for (const v of ['list', 'watch']) expect(granted).toContain(`${r}:${v}`);
   });
 });
 
