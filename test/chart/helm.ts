@@ -4,7 +4,7 @@
 
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -50,15 +50,38 @@ export function buildRenderer(): string {
   const bin = join(base, hash, 'render');
   if (existsSync(bin)) return bin;
   mkdirSync(join(base, hash), { recursive: true });
+  // Test files run in parallel workers: one builds, the others wait for its binary.
+  // A lock older than a build can take was left by a killed run.
+  const lock = `${bin}.lock`;
+  for (;;) {
+    try {
+      mkdirSync(lock);
+      break;
+    } catch {
+      if (existsSync(bin)) return bin;
+      const age = Date.now() - (statSync(lock, { throwIfNoEntry: false })?.mtimeMs ?? Date.now());
+      if (age > 180_000) rmSync(lock, { recursive: true, force: true });
+      else Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 200);
+    }
+  }
+  try {
+    if (existsSync(bin)) return bin;
+    return goBuild(bin, join(base, 'gocache'));
+  } finally {
+    rmSync(lock, { recursive: true, force: true });
+  }
+}
+
+function goBuild(bin: string, cacheDir: string): string {
   const tmp = `${bin}.${process.pid}.tmp`;
   const r = spawnSync('go', ['build', '-o', tmp, RENDER_GO], {
-    cwd: dirname(RENDER_GO), env: goEnv(join(base, 'gocache')), encoding: 'utf8', timeout: 300_000,
+    cwd: dirname(RENDER_GO), env: goEnv(cacheDir), encoding: 'utf8', timeout: 300_000,
   });
   if (r.status !== 0) {
     rmSync(tmp, { force: true });
     throw new Error(`go build test/chart/render.go failed (needs ${GO_PACKAGES}):\n${r.stderr}${r.error?.message ?? ''}`);
   }
-  renameSync(tmp, bin); // atomic: parallel test files may build at once
+  renameSync(tmp, bin); // atomic: a reader never sees a partial binary
   return bin;
 }
 
