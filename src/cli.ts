@@ -3,8 +3,11 @@
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
+import { runCleanup } from './cleanup.js';
 import { ConfigError, formatHelp, parseArgs } from './config.js';
+import { runDaemon } from './daemon.js';
 import { formatInspect, gatherInspect, type InspectSources } from './inspect.js';
+import { createLogger } from './log.js';
 
 /** Where the CLI writes; injectable so tests can run it in-process. */
 export interface CliIo {
@@ -40,9 +43,9 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
       return 0;
     }
     case 'cleanup':
+      return runCleanup(parsed.config, createLogger(parsed.config.log));
     case 'run':
-      io.stderr(`kube-ipvs-proxy: the ${parsed.command === 'run' ? 'proxy daemon' : 'cleanup command'} is not implemented yet\n`);
-      return 2;
+      return runDaemon(parsed.config, createLogger(parsed.config.log));
   }
 }
 

@@ -8,7 +8,7 @@ const http = createServer((req, res) => {
   res.setHeader('content-type', 'text/plain');
   res.end(`${name} ${req.socket.remoteAddress}\n`);
 });
-http.keepAliveTimeout = 1000;
+http.keepAliveTimeout = 10 * 60_000; // tests hold connections open across syncs and restarts
 http.listen(8080, '0.0.0.0');
 const udp = createSocket('udp4');
 udp.on('message', (msg, from) => udp.send(`${name} ${from.address}\n`, from.port, from.address));

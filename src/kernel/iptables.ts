@@ -119,15 +119,7 @@ export class Iptables {
   /** The owned lines of `tables` (default nat and filter) from one full iptables-save, which creates no table. */
   async saveOwned<T extends Table = 'nat' | 'filter'>(tables?: readonly T[]): Promise<OwnedRules<T>> {
     const wanted = tables ?? (['nat', 'filter'] as T[]);
-    const r = await this.run('save', []);
-    if (r.code !== 0) {
-      throw new IptablesError('ESAVE', `${this.binaries.save}: ${r.stderr.trim() || `exit code ${r.code}`}`, {
-        op: this.binaries.save,
-        exitCode: r.code,
-        stderr: r.stderr,
-      });
-    }
-    const saved = parseSave(r.stdout);
+    const saved = await this.saveAll();
     const out = { backend: this.backend } as OwnedRules<T>;
     for (const t of wanted) {
       const st = saved.find((s) => s.table === t);
@@ -153,23 +145,45 @@ export class Iptables {
   }
 
   /**
-   * Makes each table's owned chains exactly `spec.chains` and ensures `spec.jumps`, with one
-   * iptables-restore per table. Jumps missing from iptables-save's text are confirmed with
-   * `iptables -C` before being added, so a rule the tools print differently is not duplicated.
-   * Stops at the first failing table (earlier tables stay applied).
+   * Makes each table's owned chains exactly `spec.chains` and ensures `spec.jumps`: one
+   * iptables-save for all tables, then one iptables-restore whose input has a section per
+   * table (each committed atomically at its COMMIT). Jumps missing from iptables-save's text
+   * are confirmed with `iptables -C` before being added, so a rule the tools print differently
+   * is not duplicated. A failing table stops the restore there (earlier tables stay applied);
+   * the error names the table holding the failing line.
    */
   sync(specs: readonly TableSpec[]): Promise<RestorePlan[]> {
     return this.serial(async () => {
+      if (specs.length === 0) return [];
+      const saved = await this.saveAll();
       const plans: RestorePlan[] = [];
       for (const spec of specs) {
-        const current = await this.save(spec.table);
+        const current = saved.find((t) => t.table === spec.table) ?? { table: spec.table, chains: [] };
         const present = await this.presentJumps(spec, current);
-        const plan = planRestore(spec, current, { isOwned: this.isOwned, hasJump: (j) => present.has(j) });
-        await this.restoreNow(spec.table, plan.text);
-        plans.push(plan);
+        plans.push(planRestore(spec, current, { isOwned: this.isOwned, hasJump: (j) => present.has(j) }));
+      }
+      const input = plans.map((p) => p.text).join('');
+      const r = await this.run('restore', ['-w', this.wait, '--noflush'], plans[0]!.table, input);
+      if (r.code !== 0) {
+        const line = Number(/\bline:? (\d+)\b/.exec(r.stderr)?.[1] ?? 0);
+        const table = (input.split('\n').slice(0, line || undefined).reverse().find((l) => l.startsWith('*'))?.slice(1) as Table | undefined) ?? plans[0]!.table;
+        throw restoreError(this.binaries.restore, table, input, r.code, r.stderr);
       }
       return plans;
     });
+  }
+
+  /** Every table, from one `iptables-save` (which creates no table). */
+  private async saveAll(): Promise<SavedTable[]> {
+    const r = await this.run('save', []);
+    if (r.code !== 0) {
+      throw new IptablesError('ESAVE', `${this.binaries.save}: ${r.stderr.trim() || `exit code ${r.code}`}`, {
+        op: this.binaries.save,
+        exitCode: r.code,
+        stderr: r.stderr,
+      });
+    }
+    return parseSave(r.stdout);
   }
 
   private async presentJumps(spec: TableSpec, current: SavedTable): Promise<Set<JumpSpec>> {

@@ -96,7 +96,7 @@ COMMIT
 `;
 
 describe('Iptables (fake exec)', () => {
-  it('syncs a table with one save, -C only for jumps not found by text, and one restore with -w and --noflush', async () => {
+  it('syncs with one full save, -C only for jumps not found by text, and one restore with -w and --noflush', async () => {
     let restored = '';
     const { exec, calls } = fakeExec((file, args, input) => {
       if (file === 'iptables-legacy-save') return NAT_NOW;
@@ -119,7 +119,7 @@ describe('Iptables (fake exec)', () => {
       },
     ]);
     expect(calls.map((c) => [c.file, ...c.args])).toEqual([
-      ['iptables-legacy-save', '-t', 'nat'],
+      ['iptables-legacy-save'],
       ['iptables-legacy', '-w', '7', '-t', 'nat', '-C', 'OUTPUT', '-m', 'comment', '--comment', 'kubernetes service portals', '-j', 'KUBE-SERVICES'],
       ['iptables-legacy-restore', '-w', '7', '--noflush'],
     ]);

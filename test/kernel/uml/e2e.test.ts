@@ -1,0 +1,192 @@
+// End to end inside UML: the daemon from manifests, real TCP/UDP traffic from a client network
+// namespace to backends in their own namespaces, cross-checked with ipvsadm, ipset, iptables.
+import { execFileSync, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { createInterface } from 'node:readline';
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { CLI, Daemon, Manifests, waitFor } from '../lib/daemon.js';
+import { assertIsolated } from '../lib/guard.js';
+
+assertIsolated();
+
+const REPO = new URL('../../../', import.meta.url).pathname;
+const sh = (cmd: string, ...args: string[]) => execFileSync(cmd, args, { encoding: 'utf8' });
+const ipvsadm = () => sh('ipvsadm', '-Sn');
+const DAEMON_ARGS = ['--hostname-override', 'kip-node', '--cluster-cidr', '10.244.0.0/16', '--log-format', 'text'];
+
+/** N fresh connections from the client namespace to each target (`tcp:10.96.0.10:80`): backend → count. */
+function fromClient(count: number, target: string): Record<string, number> {
+  const out = sh('ip', 'netns', 'exec', 'kip-client', process.execPath, `${REPO}examples/demo/client.mjs`, String(count), target);
+  return (JSON.parse(out) as Record<string, Record<string, number>>)[target]!;
+}
+
+/** A connection held open from the client namespace; ask() sends a request on it. */
+class Held {
+  private readonly proc: ChildProcessWithoutNullStreams;
+  private readonly lines: string[] = [];
+  private waiter: ((l: string) => void) | null = null;
+  constructor(host: string, port: number) {
+    this.proc = spawn('ip', ['netns', 'exec', 'kip-client', process.execPath, `${REPO}test/kernel/lib/held-connection.mjs`, host, String(port)]);
+    createInterface({ input: this.proc.stdout }).on('line', (l) => (this.waiter ? (this.waiter(l), (this.waiter = null)) : this.lines.push(l)));
+  }
+  next(): Promise<string> {
+    const l = this.lines.shift();
+    return l !== undefined ? Promise.resolve(l) : new Promise((r) => (this.waiter = r));
+  }
+  ask(): Promise<string> {
+    this.proc.stdin.write('again\n');
+    return this.next();
+  }
+  close(): void {
+    this.proc.stdin.write('close\n');
+  }
+}
+
+const EXTRA = `
+apiVersion: v1
+kind: Service
+metadata: {name: least, namespace: demo, annotations: {kube-ipvs-proxy.io/scheduler: lc}}
+spec: {clusterIP: 10.96.0.20, ports: [{name: http, port: 80, targetPort: 8080}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: source-hash, namespace: demo, annotations: {kube-router.io/service.scheduler: sh}}
+spec: {clusterIP: 10.96.0.21, ports: [{name: http, port: 80, targetPort: 8080}]}
+${['least', 'source-hash']
+  .map(
+    (svc) => `---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: ${svc}-1, namespace: demo, labels: {kubernetes.io/service-name: ${svc}}}
+addressType: IPv4
+ports: [{name: http, port: 8080, protocol: TCP}]
+endpoints:
+${[1, 2, 3].map((i) => `- {addresses: [10.244.${i}.2], nodeName: kip-node, conditions: {ready: true}}`).join('\n')}`,
+  )
+  .join('\n')}
+`;
+
+let manifests: Manifests;
+
+beforeAll(() => {
+  sh('sh', `${REPO}examples/demo/network.sh`, 'up');
+  execFileSync('sh', ['-c', 'iptables-legacy -t mangle -N KUBE-IPTABLES-HINT || true']);
+  manifests = new Manifests();
+  manifests.write('extra.yaml', EXTRA);
+});
+afterAll(() => {
+  execFileSync('sh', ['-c', `sh ${REPO}examples/demo/network.sh down; ${process.execPath} ${CLI} cleanup >/dev/null 2>&1; true`]);
+  manifests?.remove();
+});
+
+describe('one-shot modes', () => {
+  it('--dry-run prints the plan and touches nothing', () => {
+    const out = sh(process.execPath, CLI, '--dry-run', '--manifests', manifests.dir, ...DAEMON_ARGS);
+    expect(out).toMatch(/10\.96\.0\.10/);
+    expect(ipvsadm().trim()).toBe('');
+  });
+
+  it('--once programs everything in one sync and exits 0', () => {
+    sh(process.execPath, CLI, '--once', '--manifests', manifests.dir, ...DAEMON_ARGS);
+    expect(ipvsadm()).toContain('-A -t 10.96.0.10:80 -s rr');
+    expect(fromClient(3, 'tcp:10.96.0.10:80')).toEqual({ be1: 1, be2: 1, be3: 1 });
+  });
+});
+
+describe('the daemon', () => {
+  const daemon = () => new Daemon(['--manifests', manifests.dir, ...DAEMON_ARGS, '--ipvs-min-sync-period', '100ms', '--ipvs-sync-period', '3s', '--graceful-termination-timeout', '8s']);
+  let d: Daemon;
+  beforeAll(async () => {
+    d = daemon();
+    d.start();
+    await d.healthy();
+  });
+  afterAll(async () => void (await d?.stop()));
+
+  it('serves ClusterIP (rr alternates), NodePort, externalIP and LoadBalancer IP over TCP, and UDP', () => {
+    expect(fromClient(30, 'tcp:10.96.0.10:80')).toEqual({ be1: 10, be2: 10, be3: 10 });
+    for (const target of ['tcp:10.250.0.1:30080', 'tcp:10.250.0.100:80', 'tcp:10.250.0.200:80', 'udp:10.96.0.53:53']) {
+      const seen = fromClient(9, target);
+      expect(Object.keys(seen).sort(), target).toEqual(['be1', 'be2', 'be3']);
+    }
+  });
+
+  it('session affinity holds a client to one backend; sh keeps a source on one backend', () => {
+    expect(Object.keys(fromClient(12, 'tcp:10.96.0.12:80'))).toHaveLength(1);
+    expect(Object.keys(fromClient(12, 'tcp:10.96.0.21:80'))).toHaveLength(1);
+    expect(ipvsadm()).toContain('-A -t 10.96.0.21:80 -s sh');
+  });
+
+  it('lc sends a new connection to the idle backend', async () => {
+    const a = new Held('10.96.0.20', 80);
+    const b = new Held('10.96.0.20', 80);
+    const [first, second] = [await a.next(), await b.next()];
+    expect(first).not.toBe(second);
+    const idle = ['be1', 'be2', 'be3'].find((x) => x !== first && x !== second)!;
+    expect(fromClient(1, 'tcp:10.96.0.20:80')).toEqual({ [idle]: 1 });
+    a.close();
+    b.close();
+  });
+
+  it('kernel state matches ipvsadm, ipset and iptables-save', () => {
+    expect(ipvsadm()).toMatch(/-a -t 10\.96\.0\.10:80 -r 10\.244\.1\.2:8080 -m -w 1/);
+    expect(sh('ipset', 'list', 'KUBE-CLUSTER-IP')).toContain('10.96.0.10,tcp:80');
+    expect(sh('ip', '-o', 'addr', 'show', 'dev', 'kube-ipvs0')).toContain('10.96.0.10/32');
+    const nat = sh('iptables-legacy-save', '-t', 'nat');
+    expect(nat).toMatch(/-A KUBE-SERVICES .*--match-set KUBE-CLUSTER-IP/);
+  });
+
+  it('removing an endpoint drains it: weight 0, no new connections, the open one keeps working', async () => {
+    const held = new Held('10.96.0.10', 80);
+    const victim = await held.next();
+    const ip = `10.244.${victim.slice(2)}.2`;
+    manifests.edit('endpointslices.yaml', (doc) =>
+      doc.metadata?.labels?.['kubernetes.io/service-name'] === 'web'
+        ? { ...doc, endpoints: doc.endpoints.filter((e: { addresses: string[] }) => !e.addresses.includes(ip)) }
+        : doc,
+    );
+    await waitFor('weight 0', () => ipvsadm().includes(`-a -t 10.96.0.10:80 -r ${ip}:8080 -m -w 0`));
+    expect(fromClient(12, 'tcp:10.96.0.10:80')[victim]).toBeUndefined();
+    expect(await held.ask()).toBe(victim);
+    held.close();
+    await waitFor('the drained endpoint to be deleted', () => !ipvsadm().includes(`-a -t 10.96.0.10:80 -r ${ip}:8080`), 30_000);
+  });
+
+  it('a broken manifest is reported and the last good state stays programmed', async () => {
+    manifests.write('broken.yaml', 'apiVersion: v1\nkind: Service\nmetadata: {name: bad}\nspec: {ports: [{port: "eighty"}]}\n');
+    await waitFor('the error in the log', () => /broken\.yaml/.test(d.log));
+    expect(ipvsadm()).toContain('-A -t 10.96.0.10:80 -s rr');
+    manifests.write('broken.yaml', '');
+  });
+
+  it('someone running ipvsadm -C is repaired on the next full sync', async () => {
+    sh('ipvsadm', '-C');
+    await waitFor('the repair', () => ipvsadm().includes('-A -t 10.96.0.10:80 -s rr'), 15_000);
+  });
+
+  it('a restart of the daemon does not break an established connection or flush rules', async () => {
+    const held = new Held('10.96.0.11', 80);
+    const backend = await held.next();
+    const conns = () => Number(/TCP\s+10\.96\.0\.11:80\s+(\d+)/.exec(sh('ipvsadm', '-Ln', '--stats', '--exact'))?.[1]);
+    const before = conns();
+    expect(await d.stop()).toBe(0);
+    expect(ipvsadm()).toContain('-A -t 10.96.0.11:80'); // SIGTERM leaves rules in place
+    d = daemon();
+    d.start();
+    await d.healthy();
+    expect(await held.ask()).toBe(backend);
+    expect(conns()).toBeGreaterThanOrEqual(before); // the service was adopted, not re-created
+    held.close();
+  });
+});
+
+describe('cleanup', () => {
+  it('removes everything the proxy owns', () => {
+    sh(process.execPath, CLI, 'cleanup');
+    expect(ipvsadm().trim()).toBe('');
+    expect(sh('ipset', 'list', '-n')).not.toMatch(/^KUBE-/m);
+    expect(sh('ip', 'link')).not.toContain('kube-ipvs0');
+    expect(sh('iptables-legacy-save')).not.toMatch(/KUBE-SERVICES/);
+  });
+});
