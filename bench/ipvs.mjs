@@ -1,10 +1,8 @@
 // IPVS benchmark, run inside UML by bench/run.mjs: 1,000 virtual services x 10 real servers
 // applied to an empty kernel by the addon and by ipvsadm-restore, then dumped by both.
 // Prints medians and ratios; every figure is relative to a reference run in the same boot.
-import { execFileSync } from 'node:child_process';
-import { performance } from 'node:perf_hooks';
-
 import { NetlinkIpvsClient, throwFirstFailure } from '../dist/src/kernel/ipvs/client.js';
+import { median, reloadIpvs, requireUml, restoreText as toRestoreText, sh, time } from './uml-kernel.mjs';
 
 const SERVICES = Number(process.env.BENCH_SERVICES ?? 1000);
 const DESTS = Number(process.env.BENCH_DESTS ?? 10);
@@ -22,35 +20,18 @@ const ops = services.flatMap(({ destinations, ...service }) => [
   { kind: 'addService', service },
   ...destinations.map((destination) => ({ kind: 'addDestination', service, destination })),
 ]);
-const restoreText = services
-  .flatMap((s) => [`-A -t ${s.address}:80 -s rr`, ...s.destinations.map((d) => `-a -t ${s.address}:80 -r ${d.address}:8080 -m -w 1`)])
-  .join('\n') + '\n';
+const restoreText = toRestoreText(services);
 
-const sh = (cmd, args, input) => execFileSync(cmd, args, { encoding: 'utf8', maxBuffer: 1 << 28, ...(input ? { input } : {}) });
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-async function time(fn) {
-  const t = performance.now();
-  await fn();
-  return performance.now() - t;
-}
-
-/**
- * An empty IPVS for the next measurement. A flush is not enough: the kernel keeps deleted real
- * servers in a trash list for 120 s (IP_VS_DEST_TRASH_PERIOD) and every NEW_DEST scans it, so
- * whoever re-adds after a flush pays O(n^2). Reloading the module starts from nothing.
- */
+/** Reloads ip_vs (see reloadIpvs) and reopens the client. */
 async function emptyKernel() {
-  sh('ipvsadm', ['-C']);
-  const holders = sh('ls', ['/sys/module/ip_vs/holders']).split(/\s+/).filter(Boolean);
-  sh('rmmod', [...holders, 'ip_vs']);
-  sh('modprobe', ['-a', '-d', process.env.KIP_UML_MODULES, 'ip_vs', ...holders]);
+  reloadIpvs();
   client?.close();
   const a = await NetlinkIpvsClient.open();
   if (!a.available) throw new Error(a.reason);
   client = a.client;
 }
 
-if (!process.env.KIP_UML_MODULES) throw new Error('run inside UML: npm run bench (or node test/harness/uml.mjs -- node bench/ipvs.mjs)');
+requireUml('bench/ipvs.mjs');
 let client;
 const rows = { restore: [], addon: [], saveDump: [], addonDump: [] };
 const expectedLines = SERVICES * (DESTS + 1);
