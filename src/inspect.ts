@@ -1,6 +1,6 @@
 // `kube-ipvs-proxy inspect`: what the kernel holds for this proxy, as a table or JSON.
 import { NetlinkIpvsClient, type IpvsAvailability, type ServiceWithDestinations } from './kernel/ipvs/client.js';
-import type { IpvsInfo } from './kernel/ipvs/types.js';
+import { observedDestination, type IpvsInfo } from './kernel/ipvs/types.js';
 import { NetlinkIpsetClient } from './kernel/ipset/client.js';
 import type { IpsetClient } from './kernel/ipset/types.js';
 import { Iptables } from './kernel/iptables.js';
@@ -67,16 +67,7 @@ function toJsonService(s: ServiceWithDestinations): InspectService {
     flags: s.flags,
     timeout: s.timeout,
     netmask: s.netmask,
-    destinations: s.destinations.map((d) => ({
-      address: d.address,
-      port: d.port,
-      forward: d.forward,
-      weight: d.weight,
-      upperThreshold: d.upperThreshold,
-      lowerThreshold: d.lowerThreshold,
-      activeConns: d.activeConns,
-      inactiveConns: d.inactiveConns,
-    })),
+    destinations: s.destinations.map(observedDestination),
   };
 }
 

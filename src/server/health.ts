@@ -169,31 +169,37 @@ export interface HealthServerOptions {
   onError?: (err: Error) => void;
 }
 
+/** A server whose lifecycle is its HttpServer's: start, stop, address. */
+export abstract class HttpEndpoint {
+  protected abstract readonly http: HttpServer;
+
+  /** Resolves once listening; rejects with a ListenError naming the address. */
+  start(): Promise<void> {
+    return this.http.start();
+  }
+
+  /** Stops listening and closes open connections. */
+  stop(): Promise<void> {
+    return this.http.stop();
+  }
+
+  /** The bound address (the real port when 0 was asked for); null when not listening. */
+  address(): HostPort | null {
+    return this.http.address();
+  }
+}
+
 /** Serves kube-proxy's /healthz and /livez for a ProxyHealth on {host, port}. */
-export class HealthServer {
-  readonly #http: HttpServer;
+export class HealthServer extends HttpEndpoint {
+  protected readonly http: HttpServer;
 
   constructor(
     readonly health: ProxyHealth,
     bind: HostPort,
     private readonly options: HealthServerOptions = {},
   ) {
-    this.#http = new HttpServer('proxy healthz', bind, (req, res) => this.#handle(req, res), options.onError);
-  }
-
-  /** Resolves once listening; rejects with a ListenError naming the address. */
-  start(): Promise<void> {
-    return this.#http.start();
-  }
-
-  /** Stops listening and closes open connections. */
-  stop(): Promise<void> {
-    return this.#http.stop();
-  }
-
-  /** The bound address (the real port when 0 was asked for); null when not listening. */
-  address(): HostPort | null {
-    return this.#http.address();
+    super();
+    this.http = new HttpServer('proxy healthz', bind, (req, res) => this.#handle(req, res), options.onError);
   }
 
   #handle(req: IncomingMessage, res: ServerResponse): void {

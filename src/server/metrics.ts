@@ -7,7 +7,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, exponential
 
 import type { HostPort } from '../config/net.js';
 import { PROXY_MODES } from '../config/schema.js';
-import { HttpServer, notFound, pathOf, send, type Probe } from './health.js';
+import { HttpEndpoint, HttpServer, notFound, pathOf, send, type Probe } from './health.js';
 
 /** A proxy mode, as /proxyMode reports it. */
 export type ProxyMode = (typeof PROXY_MODES)[number];
@@ -174,8 +174,8 @@ export interface MetricsServerOptions {
  * generic healthz handler kube-proxy installs there) and /configz (the configuration as JSON
  * under "kubeproxy.config.k8s.io").
  */
-export class MetricsServer {
-  readonly #http: HttpServer;
+export class MetricsServer extends HttpEndpoint {
+  protected readonly http: HttpServer;
   #config: unknown = undefined;
 
   /** proxyMode, when given, is passed to metrics.setProxyMode(). */
@@ -186,27 +186,13 @@ export class MetricsServer {
     options: MetricsServerOptions = {},
   ) {
     if (proxyMode !== undefined) metrics.setProxyMode(proxyMode);
-    this.#http = new HttpServer('metrics server', bind, (req, res) => void this.#handle(req, res), options.onError);
+    super();
+    this.http = new HttpServer('metrics server', bind, (req, res) => void this.#handle(req, res), options.onError);
   }
 
   /** The configuration /configz serves (JSON-serialisable, e.g. a KubeProxyConfiguration). */
   setConfig(config: unknown): void {
     this.#config = config;
-  }
-
-  /** Resolves once listening; rejects with a ListenError naming the address. */
-  start(): Promise<void> {
-    return this.#http.start();
-  }
-
-  /** Stops listening and closes open connections. */
-  stop(): Promise<void> {
-    return this.#http.stop();
-  }
-
-  /** The bound address (the real port when 0 was asked for); null when not listening. */
-  address(): HostPort | null {
-    return this.#http.address();
   }
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {

@@ -169,6 +169,23 @@ export function serviceId(k: ServiceKey): string {
   return `${k.protocol}/${host}:${k.port}`;
 }
 
+/** A real server as programmed plus its connection counts: what syncs and inspect keep of a dump. */
+export type ObservedDestination = Destination & { activeConns: number; inactiveConns: number };
+
+/** Keeps the fields syncs compare (and the connection counts) of a dumped real server. */
+export function observedDestination(d: DestinationStatus): ObservedDestination {
+  return {
+    address: d.address,
+    port: d.port,
+    forward: d.forward,
+    weight: d.weight,
+    upperThreshold: d.upperThreshold,
+    lowerThreshold: d.lowerThreshold,
+    activeConns: d.activeConns,
+    inactiveConns: d.inactiveConns,
+  };
+}
+
 /** `10.244.1.2:8080` or `[fd00::2]:8080`. */
 export function destinationId(d: DestinationKey): string {
   return familyOf(d.address) === 'ipv6' ? `[${d.address}]:${d.port}` : `${d.address}:${d.port}`;

@@ -5,7 +5,7 @@
 // timeout (a long-lived connection cannot pin a server forever), and a server that comes back
 // while draining gets its weight back instead of being deleted and re-added.
 import type { IpvsClient } from '../../kernel/ipvs/client.js';
-import { destinationId, type Protocol } from '../../kernel/ipvs/types.js';
+import { destinationId, observedDestination, type Protocol } from '../../kernel/ipvs/types.js';
 import type { DestinationId, ObservedState, VirtualServerId } from './types.js';
 
 /** One draining real server. Times are milliseconds of the clock plan() is given. */
@@ -103,16 +103,7 @@ export async function refreshDraining(ipvs: IpvsClient, observed: ObservedState,
     const fresh = new Map(r.dests.map((d) => [destinationId(d), d]));
     for (const did of [...o.destinations.keys()]) if (!fresh.has(did)) o.destinations.delete(did);
     for (const [did, d] of fresh) {
-      o.destinations.set(did, {
-        address: d.address,
-        port: d.port,
-        forward: d.forward,
-        weight: d.weight,
-        upperThreshold: d.upperThreshold,
-        lowerThreshold: d.lowerThreshold,
-        activeConns: d.activeConns,
-        inactiveConns: d.inactiveConns,
-      });
+      o.destinations.set(did, observedDestination(d));
     }
     for (const [did, entry] of [...(graceful.draining.get(id) ?? [])]) {
       const d = fresh.get(did);

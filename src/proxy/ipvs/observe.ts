@@ -2,7 +2,7 @@
 // sync works from the observed state that apply() keeps up to date from acknowledged ops.
 import { isNotFound } from '../../kernel/errors.js';
 import type { IpvsClient } from '../../kernel/ipvs/client.js';
-import { destinationId, serviceId, type Destination } from '../../kernel/ipvs/types.js';
+import { destinationId, observedDestination, serviceId, type Destination } from '../../kernel/ipvs/types.js';
 import type { IpsetClient } from '../../kernel/ipset/types.js';
 import type { LinkClient } from '../../kernel/link.js';
 import type { ObservedState } from './types.js';
@@ -44,16 +44,7 @@ export async function readObserved(clients: KernelClients & { ownedSets?: readon
     const { destinations, stats: _stats, ...service } = s;
     const dests = new Map<string, Destination & { activeConns?: number; inactiveConns?: number }>();
     for (const d of destinations) {
-      dests.set(destinationId(d), {
-        address: d.address,
-        port: d.port,
-        forward: d.forward,
-        weight: d.weight,
-        upperThreshold: d.upperThreshold,
-        lowerThreshold: d.lowerThreshold,
-        activeConns: d.activeConns,
-        inactiveConns: d.inactiveConns,
-      });
+      dests.set(destinationId(d), observedDestination(d));
     }
     observed.virtualServers.set(serviceId(service), { service, destinations: dests });
   }
