@@ -9,12 +9,13 @@ import { NetlinkIpvsClient, type IpvsClient } from './kernel/ipvs/client.js';
 import { Iptables } from './kernel/iptables.js';
 import { DEFAULT_DUMMY_LINK, NetlinkLinkClient } from './kernel/link.js';
 import type { Logger } from './log.js';
+import { IptablesProxier } from './proxy/iptables/proxier.js';
 import { IpvsProxier } from './proxy/ipvs/proxier.js';
 import { BoundedFrequencyRunner } from './proxy/runner.js';
 import { HealthServer, ProxyHealth } from './server/health.js';
-import { MetricsServer, ProxyMetrics } from './server/metrics.js';
+import { MetricsServer, ProxyMetrics, type ProxyMode } from './server/metrics.js';
 import { ServiceHealthServers } from './server/servicehealth.js';
-import type { ProxySource } from './source/types.js';
+import type { ProxySource, SourceHandler } from './source/types.js';
 
 /** The node name: --hostname-override, else the host name, lower-cased as kube-proxy does. */
 export function nodeNameOf(config: Config): string {
@@ -52,41 +53,76 @@ async function sourceFor(config: Config, nodeName: string, logger: Logger): Prom
   });
 }
 
+/** What the daemon needs of a proxier (IpvsProxier and IptablesProxier both are one). */
+interface Proxier {
+  handler(onChange: () => void): SourceHandler;
+  sync(opts: { full?: boolean }): Promise<unknown>;
+  close(): void;
+}
+
+/**
+ * The mode to run in and, when IPVS is open, its client. `--proxy-mode ipvs` without IPVS (after
+ * one modprobe) falls back to iptables with a warning, or, with the fallback disabled, is an
+ * error (null). `--proxy-mode iptables` opens IPVS only if it is there, to remove its leftovers.
+ */
+async function chooseMode(config: Config, logger: Logger): Promise<{ mode: ProxyMode; ipvs: IpvsClient | null } | null> {
+  if (config.mode === 'iptables') {
+    const a = await NetlinkIpvsClient.open().catch(() => null);
+    return { mode: 'iptables', ipvs: a?.available ? a.client : null };
+  }
+  const ipvs = await openIpvs(logger);
+  if ('client' in ipvs) return { mode: 'ipvs', ipvs: ipvs.client };
+  if (!config.fallback) {
+    logger.error({ reason: ipvs.reason }, 'IPVS is unavailable and the iptables fallback is disabled (--ipvs-fallback=false): exiting');
+    return null;
+  }
+  logger.warn(
+    { reason: ipvs.reason, scheduler: config.ipvs.scheduler },
+    'IPVS is unavailable: falling back to the iptables proxy mode (connections are spread at random; IPVS schedulers are not honoured)',
+  );
+  return { mode: 'iptables', ipvs: null };
+}
+
 /** Runs the daemon until SIGTERM/SIGINT (or one sync with --once); returns the exit code. */
 export async function runDaemon(config: Config, logger: Logger): Promise<number> {
   const nodeName = nodeNameOf(config);
-  if (config.mode !== 'ipvs') {
-    logger.error({ mode: config.mode }, 'proxy mode iptables is not implemented yet');
-    return 1;
-  }
-  const ipvs = await openIpvs(logger);
-  if (!('client' in ipvs)) {
-    logger.error({ reason: ipvs.reason, fallback: config.fallback }, 'IPVS is unavailable and the iptables fallback is not implemented yet');
-    return 1;
-  }
+  const chosen = await chooseMode(config, logger);
+  if (chosen === null) return 1;
+  const { mode } = chosen;
   const iptables = await Iptables.create({ family: 'ipv4' });
   const ip6tables = await Iptables.create({ family: 'ipv6', backend: iptables.backend }).catch(() => null);
   const metrics = new ProxyMetrics();
+  metrics.setProxyMode(mode);
   const health = new ProxyHealth({ syncPeriodMs: config.syncPeriodMs });
-  const proxier = new IpvsProxier({
-    config,
-    nodeName,
-    logger,
-    dummyName: DEFAULT_DUMMY_LINK,
-    clients: { ipvs: ipvs.client, ipset: await NetlinkIpsetClient.open(), link: NetlinkLinkClient.open(), iptables: { ipv4: iptables, ipv6: ip6tables } },
-    metrics,
-    health,
-    serviceHealth: new ServiceHealthServers({ proxyHealth: health, hostname: nodeName }),
-  });
-  logger.info({ nodeName, mode: 'ipvs', iptables: iptables.backend, source: config.manifests ?? 'kubernetes' }, 'starting');
+  const serviceHealth = new ServiceHealthServers({ proxyHealth: health, hostname: nodeName });
+  const common = { config, nodeName, logger, metrics, health, serviceHealth };
+  const proxier: Proxier =
+    chosen.ipvs !== null && mode === 'ipvs'
+      ? new IpvsProxier({
+          ...common,
+          dummyName: DEFAULT_DUMMY_LINK,
+          clients: { ipvs: chosen.ipvs, ipset: await NetlinkIpsetClient.open(), link: NetlinkLinkClient.open(), iptables: { ipv4: iptables, ipv6: ip6tables } },
+        })
+      : new IptablesProxier({
+          ...common,
+          dummyName: DEFAULT_DUMMY_LINK,
+          clients: { ipvs: chosen.ipvs, ipset: await NetlinkIpsetClient.open().catch(() => null), link: NetlinkLinkClient.open(), iptables: { ipv4: iptables, ipv6: ip6tables } },
+        });
+  logger.info({ nodeName, mode, iptables: iptables.backend, source: config.manifests ?? 'kubernetes' }, 'starting');
 
   const source = await sourceFor(config, nodeName, logger);
   if (config.once || config.dryRun) {
     await source.start(proxier.handler(() => {}));
-    const ok = await proxier.sync({ full: true });
+    let code = 0;
+    try {
+      await proxier.sync({ full: true });
+    } catch (e) {
+      logger.error({ err: e instanceof Error ? e.message : String(e) }, 'sync failed');
+      code = 1;
+    }
     await source.stop();
     proxier.close();
-    return ok ? 0 : 1;
+    return code;
   }
 
   const servers: Array<{ stop(): Promise<void> }> = [];
@@ -96,7 +132,7 @@ export async function runDaemon(config: Config, logger: Logger): Promise<number>
     servers.push(s);
   }
   if (config.metricsBindAddress) {
-    const s = new MetricsServer(metrics, config.metricsBindAddress, 'ipvs');
+    const s = new MetricsServer(metrics, config.metricsBindAddress, mode);
     await s.start();
     servers.push(s);
   }

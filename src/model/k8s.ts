@@ -85,12 +85,17 @@ export const endpointSliceSchema = z.object({
 /** A validated EndpointSlice. */
 export type EndpointSlice = z.infer<typeof endpointSliceSchema>;
 
-/** Node (v1): name, labels and addresses. */
+/** Node (v1): name, labels, addresses, and what decides its eligibility (deletion, taints). */
 export const nodeSchema = z.object({
   apiVersion: z.literal('v1').default('v1'),
   kind: z.literal('Node').default('Node'),
-  metadata: metadataSchema.extend({ namespace: z.string().default('') }),
-  spec: z.object({ podCIDRs: z.array(z.string()).default([]) }).default({ podCIDRs: [] }),
+  metadata: metadataSchema.extend({ namespace: z.string().default(''), deletionTimestamp: z.string().optional() }),
+  spec: z
+    .object({
+      podCIDRs: z.array(z.string()).default([]),
+      taints: z.array(z.object({ key: z.string(), value: z.string().optional(), effect: z.string().optional() })).default([]),
+    })
+    .default({ podCIDRs: [], taints: [] }),
   status: z
     .object({ addresses: z.array(z.object({ type: z.string(), address: z.string() })).default([]) })
     .default({ addresses: [] }),

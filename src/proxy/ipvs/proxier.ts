@@ -13,7 +13,7 @@ import type { LinkClient } from '../../kernel/link.js';
 import type { Logger } from '../../log.js';
 import { familyOf, inCidr } from '../../model/ip.js';
 import type { ObjectError } from '../../model/service.js';
-import type { ProxyHealth } from '../../server/health.js';
+import { isNodeEligible, type ProxyHealth } from '../../server/health.js';
 import type { ProxyMetrics } from '../../server/metrics.js';
 import type { ServiceHealthServers } from '../../server/servicehealth.js';
 import type { SourceHandler } from '../../source/types.js';
@@ -49,6 +49,8 @@ export interface ProxierOptions {
   serviceHealth?: ServiceHealthServers;
   /** Where --dry-run prints the plan. */
   out?: (text: string) => void;
+  /** Writes sysctls (default: /proc/sys); returns the ones that failed. Tests pass a recorder. */
+  sysctl?: typeof applySysctls;
   now?: () => number;
 }
 
@@ -93,7 +95,11 @@ export class IpvsProxier {
     return {
       onService: (k, s) => (this.tracker.onService(k, s), changed()),
       onEndpointSlice: (k, s) => (this.tracker.onEndpointSlice(k, s), changed()),
-      onNode: (n) => (this.tracker.onNode(n), changed()),
+      onNode: (n) => {
+        this.tracker.onNode(n);
+        if (n) this.o.health?.setNodeEligible(isNodeEligible(n));
+        changed();
+      },
       onError: (e) => this.o.logger.error({ object: e.object, reason: e.reason }, 'rejected object'),
       onSynced: () => this.o.logger.info('sources synced'),
     };
@@ -118,7 +124,7 @@ export class IpvsProxier {
   /** One-time node setup: sysctls, IPVS timeouts, the dummy link, the owned ipsets. */
   private async prepare(): Promise<void> {
     const { config, logger, clients } = this.o;
-    for (const f of applySysctls(ipvsSysctls({ strictARP: config.ipvs.strictARP }))) logger.warn({ sysctl: f.key, err: f.error }, 'cannot set sysctl');
+    for (const f of (this.o.sysctl ?? applySysctls)(ipvsSysctls({ strictARP: config.ipvs.strictARP }))) logger.warn({ sysctl: f.key, err: f.error }, 'cannot set sysctl');
     const t = config.ipvs;
     if (t.tcpTimeoutMs || t.tcpFinTimeoutMs || t.udpTimeoutMs) {
       const s = (ms: number) => Math.round(ms / 1000);
@@ -185,11 +191,23 @@ export class IpvsProxier {
     if (full) this.lastFullAt = t0;
     const durationMs = this.now() - t0;
     const report: SyncReport = { full, durationMs, changedServices: changed.size, ops: p.counts, errors: result.errors.length, phases };
-    this.o.metrics?.observeSync(durationMs, full ? 'full' : 'partial', !result.retry);
+    this.recordMetrics(durationMs, full, result);
     logger.info(report, 'synced');
     if (result.retry) throw new Error(`${result.errors.length} kernel operations failed (retrying)`);
     this.o.health?.updated();
     return report;
+  }
+
+  private recordMetrics(durationMs: number, full: boolean, result: Awaited<ReturnType<typeof applyPlan>>): void {
+    const m = this.o.metrics;
+    if (!m) return;
+    m.observeSync(durationMs, full ? 'full' : 'partial', !result.retry);
+    const vs = [...this.index.virtualServers().values()];
+    m.setCounts({ virtualServers: vs.length, realServers: vs.reduce((n, v) => n + v.destinations.length, 0) });
+    m.countKernelOps('ipvs', 'ok', result.counts.ipvsOps);
+    m.countKernelOps('ipset', 'ok', result.counts.ipsetEntries);
+    m.countKernelOps('address', 'ok', result.counts.addresses);
+    if (result.errors.length) m.countKernelOps('any', 'error', result.errors.length);
   }
 
   /** kube-proxy's IPVS-mode chains, per family; a restore only when the rules changed (or on a full sync). */

@@ -1,0 +1,115 @@
+// The IPVS proxier wired to in-memory kernels (no kernel, no host state): what a sync costs,
+// how one bad Service is isolated, and what reaches health and metrics.
+import { beforeEach, describe, expect, it } from 'vitest';
+
+import { parseArgs } from '../../src/config.js';
+import { FakeIpsetClient } from '../../src/kernel/ipset/fake.js';
+import { FakeIpvsClient } from '../../src/kernel/ipvs/fake.js';
+import type { Iptables } from '../../src/kernel/iptables.js';
+import { FakeLinkClient } from '../../src/kernel/link.js';
+import { createLogger } from '../../src/log.js';
+import { endpointSliceSchema, nodeSchema, serviceSchema } from '../../src/model/k8s.js';
+import { IpvsProxier } from '../../src/proxy/ipvs/proxier.js';
+import { ProxyHealth } from '../../src/server/health.js';
+import { ProxyMetrics } from '../../src/server/metrics.js';
+import type { SourceHandler } from '../../src/source/types.js';
+
+const svc = (name: string, ip: string, annotations: Record<string, string> = {}) =>
+  serviceSchema.parse({ metadata: { name, namespace: 'ns', annotations }, spec: { clusterIP: ip, ports: [{ name: 'http', port: 80, targetPort: 8080 }] } });
+const slice = (name: string, ips: string[]) =>
+  endpointSliceSchema.parse({
+    metadata: { name: `${name}-1`, namespace: 'ns', labels: { 'kubernetes.io/service-name': name } },
+    addressType: 'IPv4',
+    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+    endpoints: ips.map((ip) => ({ addresses: [ip], conditions: { ready: true } })),
+  });
+
+let ipvs: FakeIpvsClient;
+let ipset: FakeIpsetClient;
+let link: FakeLinkClient;
+let proxier: IpvsProxier;
+let handler: SourceHandler;
+let health: ProxyHealth;
+let metrics: ProxyMetrics;
+let iptablesSyncs: number;
+let errors: string[];
+
+beforeEach(() => {
+  ipvs = new FakeIpvsClient();
+  ipset = new FakeIpsetClient();
+  link = new FakeLinkClient();
+  link.addLink('eth0', null, true, ['192.0.2.10']);
+  iptablesSyncs = 0;
+  errors = [];
+  const iptables = { sync: async () => (iptablesSyncs++, []) } as unknown as Iptables;
+  health = new ProxyHealth({ syncPeriodMs: 30_000 });
+  metrics = new ProxyMetrics({ defaultMetrics: false });
+  const logger = createLogger({ format: 'json', verbosity: 0 }, { write: (l: string) => (JSON.parse(l).level >= 50 && errors.push(l), true) } as never);
+  proxier = new IpvsProxier({
+    config: parseArgs(['--hostname-override', 'n1']).config,
+    nodeName: 'n1',
+    logger,
+    dummyName: 'kube-ipvs0',
+    clients: { ipvs, ipset, link, iptables: { ipv4: iptables, ipv6: null } },
+    health,
+    metrics,
+    sysctl: () => [],
+  });
+  handler = proxier.handler(() => {});
+});
+
+describe('IpvsProxier', () => {
+  it('a full sync programs virtual servers, ipsets, dummy addresses and iptables', async () => {
+    handler.onService('ns/web', svc('web', '10.96.0.10'));
+    handler.onEndpointSlice('ns/web-1', slice('web', ['10.244.1.2', '10.244.2.2']));
+    const r = await proxier.sync({ full: true });
+    expect(r.full).toBe(true);
+    expect(ipvs.weights()).toEqual({ 'tcp/10.96.0.10:80': { '10.244.1.2:8080': 1, '10.244.2.2:8080': 1 } });
+    expect(ipset.members('KUBE-CLUSTER-IP')).toEqual(['10.96.0.10,tcp:80']);
+    expect(await link.listAddresses('kube-ipvs0')).toEqual(['10.96.0.10']);
+    expect(iptablesSyncs).toBe(1);
+    expect(health.snapshot().healthy).toBe(true);
+    expect(await metrics.expose()).toMatch(/kube_ipvs_proxy_virtual_servers 1\n/);
+  });
+
+  it('one endpoint change costs its own ops: no dump, no iptables restore', async () => {
+    for (let i = 0; i < 50; i++) {
+      handler.onService(`ns/s${i}`, svc(`s${i}`, `10.96.1.${i}`));
+      handler.onEndpointSlice(`ns/s${i}-1`, slice(`s${i}`, ['10.244.1.2', '10.244.2.2', '10.244.3.2']));
+    }
+    await proxier.sync({ full: true });
+    ipvs.resetCounters();
+    handler.onEndpointSlice('ns/s7-1', slice('s7', ['10.244.1.2', '10.244.2.2', '10.244.4.2']));
+    const r = await proxier.sync();
+    expect(r.full).toBe(false);
+    expect(ipvs.ops).toMatchObject({ addDestination: 1, updateDestination: 1, deleteDestination: 0, addService: 0 });
+    expect(ipvs.calls.apply).toBe(1);
+    expect(ipvs.dumpCount).toBe(0); // no kernel read at all (the drain is checked by the next sync, for that service only)
+    expect(iptablesSyncs).toBe(1);
+    expect(ipvs.weights()['tcp/10.96.1.7:80']).toEqual({ '10.244.1.2:8080': 1, '10.244.2.2:8080': 1, '10.244.3.2:8080': 0, '10.244.4.2:8080': 1 });
+  });
+
+  it('an unknown scheduler on one Service is reported; the others are served', async () => {
+    handler.onService('ns/good', svc('good', '10.96.0.10'));
+    handler.onService('ns/bad', svc('bad', '10.96.0.11', { 'kube-ipvs-proxy.io/scheduler': 'nope' }));
+    await proxier.sync({ full: true });
+    expect(Object.keys(ipvs.weights())).toEqual(['tcp/10.96.0.10:80']);
+    expect(errors.map((l) => JSON.parse(l))).toContainEqual(
+      expect.objectContaining({ object: 'Service ns/bad', reason: expect.stringContaining('unknown scheduler "nope"') }),
+    );
+  });
+
+  it('a node being deleted makes /healthz unhealthy-by-eligibility', () => {
+    handler.onNode(nodeSchema.parse({ metadata: { name: 'n1' }, spec: { taints: [{ key: 'ToBeDeletedByClusterAutoscaler', effect: 'NoSchedule' }] } }));
+    expect(health.nodeEligible).toBe(false);
+  });
+
+  it('drift: someone flushes IPVS, the next full sync restores it', async () => {
+    handler.onService('ns/web', svc('web', '10.96.0.10'));
+    handler.onEndpointSlice('ns/web-1', slice('web', ['10.244.1.2']));
+    await proxier.sync({ full: true });
+    await ipvs.flush();
+    await proxier.sync({ full: true });
+    expect(ipvs.weights()).toEqual({ 'tcp/10.96.0.10:80': { '10.244.1.2:8080': 1 } });
+  });
+});
