@@ -11,7 +11,7 @@ import { assertIsolated } from '../lib/guard.js';
 assertIsolated();
 
 const REPO = new URL('../../../', import.meta.url).pathname;
-const sh = (cmd: string, ...args: string[]) => execFileSync(cmd, args, { encoding: 'utf8' });
+const sh = (cmd: string, ...args: string[]) => execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 const ipvsadm = () => sh('ipvsadm', '-Sn');
 const DAEMON_ARGS = ['--hostname-override', 'kip-node', '--cluster-cidr', '10.244.0.0/16', '--log-format', 'text'];
 
