@@ -1,0 +1,107 @@
+// Switching modes: what the other mode left on the node. The iptables proxier's first full sync
+// already deletes every owned chain it does not want (the IPVS mode's KUBE-NODE-PORT,
+// KUBE-LOAD-BALANCER, KUBE-IPVS-FILTER…); this removes the rest: jumps from built-in chains that
+// the other mode wrote differently, then IPVS virtual servers, the IPVS mode's ipsets (no rule
+// references them any more) and its dummy link.
+import type { IpsetClient } from '../../kernel/ipset/types.js';
+import type { IpvsClient } from '../../kernel/ipvs/client.js';
+import { renderCommand, ruleTarget, sameRule, type Iptables, type TableSpec } from '../../kernel/iptables.js';
+import type { LinkClient } from '../../kernel/link.js';
+import { inCidr } from '../../model/ip.js';
+import { OWNED_SETS } from '../ipvs/ipsets.js';
+
+/**
+ * Deletes rules in built-in chains that jump to an owned chain but are not among `specs`' jumps
+ * (e.g. the other mode's `INPUT -j KUBE-PROXY-FIREWALL` with its own comment). Conservative: a
+ * chain→target pair is left alone when one of our own jumps for it is not found textually in
+ * iptables-save's output (the tools may print it differently, and it must not be deleted).
+ * One iptables-save per table, one iptables-restore when something is stale. Returns the
+ * deleted lines as `table: -A …`.
+ */
+export async function removeStaleJumps(ipt: Iptables, specs: readonly TableSpec[]): Promise<string[]> {
+  const removed: string[] = [];
+  const input: string[] = [];
+  for (const spec of specs) {
+    const saved = await ipt.save(spec.table);
+    const jumps = spec.jumps ?? [];
+    const deletes: string[] = [];
+    for (const chain of saved.chains) {
+      if (chain.policy === null) continue; // built-in chains only: the only places our jumps live
+      for (const rule of chain.rules) {
+        const target = ruleTarget(rule.args);
+        if (target === undefined || !ipt.isOwned(target, spec.table)) continue;
+        const ours = jumps.filter((j) => j.chain === chain.name && ruleTarget(j.rule) === target);
+        if (ours.some((j) => sameRule(j.rule, rule.args))) continue;
+        const unseen = ours.some((j) => !chain.rules.some((r) => sameRule(r.args, j.rule)));
+        if (unseen) continue;
+        deletes.push(renderCommand('-D', chain.name, rule.args));
+        removed.push(`${spec.table}: ${rule.line}`);
+      }
+    }
+    if (deletes.length > 0) input.push(`*${spec.table}`, ...deletes, 'COMMIT');
+  }
+  if (input.length > 0) await ipt.restore(specs[0]!.table, `${input.join('\n')}\n`);
+  return removed;
+}
+
+/** What {@link removeIpvsLeftovers} works with; a missing client skips its step. */
+export interface IpvsLeftoverClients {
+  link: LinkClient;
+  ipvs?: IpvsClient | null;
+  ipset?: IpsetClient | null;
+  dummyName: string;
+  /** Virtual servers inside these CIDRs are never deleted (--ipvs-exclude-cidrs). */
+  excludeCIDRs: readonly string[];
+}
+
+/** One step of the IPVS leftover cleanup and what it came to (`error` when it failed). */
+export interface LeftoverStep {
+  step: 'ipvs' | 'ipsets' | 'link';
+  result?: string;
+  error?: string;
+}
+
+/**
+ * Removes what the IPVS mode leaves behind. Virtual servers are deleted only when the IPVS mode's
+ * dummy link exists (evidence that this proxy ran in IPVS mode here, as kube-proxy decided);
+ * then the IPVS mode's ipsets (call this after the rules that match them are gone) and the dummy
+ * link. Every step runs even when an earlier one fails; nothing throws.
+ */
+export async function removeIpvsLeftovers(c: IpvsLeftoverClients): Promise<LeftoverStep[]> {
+  const steps: LeftoverStep[] = [];
+  const attempt = async (step: LeftoverStep['step'], fn: () => Promise<string | null>): Promise<void> => {
+    try {
+      const result = await fn();
+      if (result !== null) steps.push({ step, result });
+    } catch (e) {
+      steps.push({ step, error: e instanceof Error ? e.message : String(e) });
+    }
+  };
+  const dummy = await c.link.getLink(c.dummyName).catch(() => null);
+  if (dummy !== null && c.ipvs) {
+    const ipvs = c.ipvs;
+    await attempt('ipvs', async () => {
+      const excluded = (a: string | null) => a !== null && c.excludeCIDRs.some((cidr) => inCidr(a, cidr));
+      const doomed = (await ipvs.listServices()).filter((s) => !excluded(s.address));
+      if (doomed.length === 0) return null;
+      const results = await ipvs.apply(doomed.map((service) => ({ kind: 'deleteService' as const, service })));
+      const failed = results.flatMap((r) => (r.ok ? [] : [r.error.message]));
+      if (failed.length > 0) throw new Error(`${failed.length} of ${doomed.length} virtual servers not deleted: ${failed[0]}`);
+      return `deleted ${doomed.length} virtual servers`;
+    });
+  }
+  if (c.ipset) {
+    const ipset = c.ipset;
+    await attempt('ipsets', async () => {
+      const present = new Set(await ipset.listNames());
+      const doomed = OWNED_SETS.map((s) => s.spec.name).filter((n) => present.has(n));
+      if (doomed.length === 0) return null;
+      const failed: string[] = [];
+      for (const name of doomed) await ipset.destroy(name, { exist: true }).catch((e: Error) => void failed.push(`${name}: ${e.message}`));
+      if (failed.length > 0) throw new Error(`${failed.length} of ${doomed.length} ipsets not destroyed: ${failed.join('; ')}`);
+      return `destroyed ${doomed.length} ipsets`;
+    });
+  }
+  if (dummy !== null) await attempt('link', async () => ((await c.link.deleteLink(c.dummyName, { kind: 'dummy' })) ? `deleted ${c.dummyName}` : null));
+  return steps;
+}

@@ -1,0 +1,438 @@
+// The iptables proxier (the fallback when the kernel has no IPVS): the same tracker, topology,
+// runner, health and metrics as the IPVS proxier; the kernel backend is netfilter, programmed
+// as kube-proxy's iptables mode does. A partial sync is one iptables-restore that rewrites the
+// fixed chains and only the changed services' chains; a full sync (at start, after a failure and
+// every sync period) goes through the driver: one iptables-save, one iptables-restore that makes
+// the owned chains exactly the desired ones, jumps ensured.
+import { execFile } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
+import { promisify } from 'node:util';
+
+import type { Config } from '../../config.js';
+import type { IpsetClient } from '../../kernel/ipset/types.js';
+import type { IpvsClient } from '../../kernel/ipvs/client.js';
+import { defaultIsOwned, planRestore, type Iptables, type TableSpec } from '../../kernel/iptables.js';
+import { DEFAULT_DUMMY_LINK, type LinkClient } from '../../kernel/link.js';
+import type { Logger } from '../../log.js';
+import { familyOf, inCidr, type Family } from '../../model/ip.js';
+import type { EndpointInfo, ObjectError, ServicePortInfo } from '../../model/service.js';
+import type { ProxyHealth } from '../../server/health.js';
+import type { ProxyMetrics } from '../../server/metrics.js';
+import type { ServiceHealthServers, ServiceHealthTarget } from '../../server/servicehealth.js';
+import type { SourceHandler } from '../../source/types.js';
+import { ChangeTracker } from '../changetracker.js';
+import { formatCidr, parseCidr } from '../ipvs/desired-net.js';
+import { masqueradeMark } from '../ipvs/rules.js';
+import { applySysctls } from '../ipvs/sysctl.js';
+import { removeIpvsLeftovers, removeStaleJumps } from './leftovers.js';
+import { renderPartialRestore } from './restore.js';
+import { fixedChains, iptablesModeSpecs, LARGE_CLUSTER_ENDPOINTS, serviceRules, type RulesContext, type ServiceRules } from './rules.js';
+
+/** The kernel clients the iptables proxier works with. */
+export interface IptablesProxierClients {
+  iptables: { ipv4: Iptables; ipv6: Iptables | null };
+  /** The node's local addresses (NodePorts with --nodeport-addresses) and the IPVS dummy link. */
+  link: LinkClient;
+  /** When IPVS is available: the IPVS mode's virtual servers are removed once. */
+  ipvs?: IpvsClient | null;
+  /** When ipset is available: the IPVS mode's sets are destroyed once. */
+  ipset?: IpsetClient | null;
+}
+
+/** What the iptables proxier is built from. */
+export interface IptablesProxierOptions {
+  config: Config;
+  nodeName: string;
+  logger: Logger;
+  clients: IptablesProxierClients;
+  metrics?: ProxyMetrics;
+  health?: ProxyHealth;
+  serviceHealth?: ServiceHealthServers;
+  /** The IPVS mode's dummy link, removed with its other leftovers; default kube-ipvs0. */
+  dummyName?: string;
+  /** Where --dry-run prints the restore input. */
+  out?: (text: string) => void;
+  now?: () => number;
+}
+
+/** What one family's part of a sync did. */
+export interface FamilySyncReport {
+  /** Rules and chains in the restore input. */
+  rules: number;
+  chains: number;
+  /** Service chains deleted (partial syncs only; a full sync deletes through the driver). */
+  deleted: number;
+}
+
+/** What one sync did. */
+export interface IptablesSyncReport {
+  full: boolean;
+  durationMs: number;
+  changedServices: number;
+  families: Partial<Record<Family, FamilySyncReport>>;
+  errors: number;
+  /** Milliseconds spent per phase (prepare, rules, ipv4, ipv6, leftovers, health). */
+  phases: Record<string, number>;
+}
+
+/** One family's rules and what the kernel holds of them. */
+interface FamilyState {
+  family: Family;
+  ipt: Iptables;
+  rules: Map<string, ServiceRules>;
+  /** Service chains per port key as last restored; a partial sync deletes the ones gone. */
+  written: Map<string, string[]>;
+  /** Port keys whose rules changed since they were last restored. */
+  dirty: Set<string>;
+  /** A full sync of this family succeeded (after that, only partial syncs until the period ends). */
+  synced: boolean;
+  largeCluster: boolean;
+}
+
+const FAMILIES: readonly Family[] = ['ipv4', 'ipv6'];
+
+/** kube-proxy's `ns/name` of a service port. */
+const serviceOf = (svc: ServicePortInfo): string => `${svc.name.namespace}/${svc.name.name}`;
+
+/** The iptables proxier; the daemon feeds it through handler() and calls sync() from the runner. */
+export class IptablesProxier {
+  readonly tracker: ChangeTracker;
+  private readonly families = new Map<Family, FamilyState>();
+  private readonly now: () => number;
+  private lastFullAt = -Infinity;
+  private needFull = true;
+  private started = false;
+  private leftoversDone = false;
+  private dropInvalid = true;
+  private nodePortAddresses: string[] = [];
+  private nodeIPs: string[] = [];
+  private readonly reported = new Set<string>();
+  /** Services (`ns/name`) already told that their scheduler annotation cannot be honoured. */
+  private readonly schedulerWarned = new Set<string>();
+  /** UDP endpoints per port key, to clear conntrack entries of removed ones. */
+  private readonly udpEndpoints = new Map<string, Set<string>>();
+
+  constructor(private readonly o: IptablesProxierOptions) {
+    this.tracker = new ChangeTracker(o.nodeName);
+    this.now = o.now ?? (() => performance.now());
+    for (const family of FAMILIES) {
+      const ipt = o.clients.iptables[family];
+      if (ipt) this.families.set(family, { family, ipt, rules: new Map(), written: new Map(), dirty: new Set(), synced: false, largeCluster: false });
+    }
+  }
+
+  /** The SourceHandler that feeds the tracker; `onChange` asks the runner for a sync. */
+  handler(onChange: () => void): SourceHandler {
+    const changed = () => {
+      this.o.health?.queued();
+      this.o.metrics?.syncQueued();
+      onChange();
+    };
+    return {
+      onService: (k, s) => (this.tracker.onService(k, s), changed()),
+      onEndpointSlice: (k, s) => (this.tracker.onEndpointSlice(k, s), changed()),
+      onNode: (n) => (this.tracker.onNode(n), changed()),
+      onError: (e) => this.o.logger.error({ object: e.object, reason: e.reason }, 'rejected object'),
+      onSynced: () => this.o.logger.info('sources synced'),
+    };
+  }
+
+  /** One-time node setup: forwarding, and whether conntrack is liberal (then INVALID is not dropped). */
+  private prepare(): void {
+    const settings = [{ key: 'net/ipv4/ip_forward', value: '1', reason: 'route service traffic to endpoints' }];
+    if (existsSync('/proc/sys/net/bridge/bridge-nf-call-iptables')) {
+      settings.push({ key: 'net/bridge/bridge-nf-call-iptables', value: '1', reason: 'bridged pod traffic must traverse iptables' });
+    }
+    for (const f of applySysctls(settings)) this.o.logger.warn({ sysctl: f.key, err: f.error }, 'cannot set sysctl');
+    try {
+      this.dropInvalid = readFileSync('/proc/sys/net/netfilter/nf_conntrack_tcp_be_liberal', 'utf8').trim() === '0';
+    } catch {
+      this.dropInvalid = true;
+    }
+    if (!this.dropInvalid) this.o.logger.info('nf_conntrack_tcp_be_liberal set, not installing DROP rules for INVALID packets');
+    this.started = true;
+  }
+
+  /** Addresses NodePorts answer on when --nodeport-addresses is given, and the node's own IPs. */
+  private async readAddresses(): Promise<void> {
+    const { config } = this.o;
+    const local = (await this.o.clients.link.localAddresses({ exclude: [this.o.dummyName ?? DEFAULT_DUMMY_LINK] })).map((a) => a.address);
+    const nodeObject = this.tracker.state().node?.addresses.filter((a) => familyOf(a) !== null) ?? [];
+    const wanted = config.nodePortAddresses;
+    if (wanted.length === 0) this.nodePortAddresses = local;
+    else if (wanted[0] === 'primary') this.nodePortAddresses = local.filter((a) => nodeObject.includes(a));
+    else this.nodePortAddresses = local.filter((a) => wanted.some((c) => inCidr(a, c)));
+    const primary = [...(config.bindAddress !== undefined ? [config.bindAddress] : []), ...nodeObject];
+    this.nodeIPs = primary.length > 0 ? primary : local;
+  }
+
+  private context(fs: FamilyState): RulesContext {
+    const { config, nodeName } = this.o;
+    const f = fs.family;
+    const cidr = config.clusterCIDRs.map(parseCidr).find((c) => c !== null && c.family === f);
+    return {
+      family: f,
+      nodeName,
+      masqueradeAll: config.masqueradeAll,
+      masqueradeMark: masqueradeMark(config.masqueradeBit),
+      clusterCIDR: cidr ? formatCidr(cidr) : null,
+      nodePortAddresses: config.nodePortAddresses.length === 0 ? null : this.nodePortAddresses.filter((a) => familyOf(a) === f),
+      nodeIPs: this.nodeIPs.filter((a) => familyOf(a) === f),
+      largeCluster: fs.largeCluster,
+      dropInvalid: this.dropInvalid,
+    };
+  }
+
+  /** Recomputes one port key's rules in one family; marks it dirty. */
+  private update(fs: FamilyState, key: string, ctx: RulesContext): void {
+    const state = this.tracker.state();
+    const svc = state.services.get(key);
+    const rules = svc ? serviceRules(svc, state.endpoints.get(key) ?? [], ctx) : null;
+    if (rules) fs.rules.set(key, rules);
+    else fs.rules.delete(key);
+    fs.dirty.add(key);
+  }
+
+  /** Says once per Service that its scheduler annotation means nothing here. */
+  private warnScheduler(svc: ServicePortInfo): void {
+    const id = serviceOf(svc);
+    if (svc.scheduler === null) return void this.schedulerWarned.delete(id);
+    if (this.schedulerWarned.has(id)) return;
+    this.schedulerWarned.add(id);
+    this.o.logger.warn({ service: id, scheduler: svc.scheduler }, 'iptables mode cannot honour the scheduler annotation: connections are spread at random');
+  }
+
+  /** Rules of one family in key order (the order of the shared chains' rules). */
+  private ordered(fs: FamilyState): ServiceRules[] {
+    return [...fs.rules.keys()].sort().map((k) => fs.rules.get(k)!);
+  }
+
+  /** One sync; throws when a restore failed (the runner retries; the next sync is full). */
+  async sync(opts: { full?: boolean } = {}): Promise<IptablesSyncReport> {
+    const { config, logger } = this.o;
+    const t0 = this.now();
+    const phases: Record<string, number> = {};
+    let mark = t0;
+    const phase = (name: string) => {
+      const t = this.now();
+      phases[name] = Math.round(t - mark);
+      mark = t;
+    };
+    const full = Boolean(opts.full) || this.needFull || t0 - this.lastFullAt >= config.syncPeriodMs;
+    if (!this.started && !config.dryRun) this.prepare();
+    if (full) await this.readAddresses();
+    phase('prepare');
+
+    const state = this.tracker.state();
+    const changed = this.tracker.takeChanged();
+    for (const key of changed) {
+      const svc = state.services.get(key);
+      if (svc) this.warnScheduler(svc);
+    }
+    const hasIpv6 = [...state.services.values()].some((s) => s.clusterIPs.some((ip) => familyOf(ip) === 'ipv6'));
+    // Like kube-proxy's per-family proxiers: no ip6tables work on a node without IPv6 services
+    // (once written, the IPv6 rules are kept in sync, so they go when those services go).
+    const idle = (fs: FamilyState): boolean => fs.family === 'ipv6' && !hasIpv6 && !fs.synced;
+    const fullFamilies = new Set<Family>();
+    for (const fs of this.families.values()) {
+      if (idle(fs)) continue;
+      let endpoints = 0;
+      for (const [key, eps] of state.endpoints) if (state.services.has(key)) for (const ep of eps) if (ep.family === fs.family) endpoints++;
+      const large = endpoints > LARGE_CLUSTER_ENDPOINTS;
+      const familyFull = full || !fs.synced || large !== fs.largeCluster;
+      fs.largeCluster = large;
+      const ctx = this.context(fs);
+      if (familyFull) {
+        fullFamilies.add(fs.family);
+        for (const key of new Set([...state.services.keys(), ...fs.rules.keys()])) this.update(fs, key, ctx);
+      } else {
+        for (const key of changed) this.update(fs, key, ctx);
+      }
+    }
+    phase('rules');
+
+    if (config.dryRun) {
+      const text = [...this.families.values()].filter((fs) => !idle(fs)).map((fs) => `# ${fs.family}\n${this.specs(fs).map((s) => planRestore(s, undefined, { isOwned: defaultIsOwned }).text).join('')}`);
+      (this.o.out ?? ((t) => process.stdout.write(t)))(text.join(''));
+      return { full, durationMs: this.now() - t0, changedServices: changed.size, families: {}, errors: 0, phases };
+    }
+
+    const families: IptablesSyncReport['families'] = {};
+    try {
+      for (const fs of this.families.values()) {
+        if (idle(fs)) {
+          if (!this.leftoversDone) await this.cleanIdleFamily(fs);
+          continue;
+        }
+        families[fs.family] = fullFamilies.has(fs.family) ? await this.syncFull(fs) : await this.syncPartial(fs);
+        phase(fs.family);
+      }
+    } catch (e) {
+      this.needFull = true;
+      this.o.metrics?.iptablesRestoreFailed();
+      this.o.metrics?.observeSync(this.now() - t0, full ? 'full' : 'partial', false);
+      throw e;
+    }
+    this.needFull = false;
+    if (full) this.lastFullAt = t0;
+    await this.cleanConntrack(changed);
+    if (!this.leftoversDone) await this.removeLeftovers();
+    phase('leftovers');
+
+    const healthErrors = (await this.o.serviceHealth?.sync(this.healthChecks())) ?? [];
+    phase('health');
+    this.report([...this.tracker.errors(), ...healthErrors]);
+    this.o.metrics?.setNoLocalEndpoints(this.noLocalEndpoints());
+    const durationMs = this.now() - t0;
+    const report: IptablesSyncReport = { full, durationMs, changedServices: changed.size, families, errors: 0, phases };
+    this.o.metrics?.observeSync(durationMs, full ? 'full' : 'partial', true);
+    logger.info(report, 'synced');
+    this.o.health?.updated();
+    return report;
+  }
+
+  private specs(fs: FamilyState): TableSpec[] {
+    return iptablesModeSpecs(this.context(fs), this.ordered(fs));
+  }
+
+  /** Full sync of one family through the driver: owned chains made exactly the desired ones. */
+  private async syncFull(fs: FamilyState): Promise<FamilySyncReport> {
+    const specs = this.specs(fs);
+    const plans = await fs.ipt.sync(specs);
+    fs.written = new Map([...fs.rules].map(([k, r]) => [k, r.chains.map((c) => c.name)]));
+    fs.dirty.clear();
+    fs.synced = true;
+    if (!this.leftoversDone) {
+      // Switching from the IPVS mode (or an older version): its jumps into shared chains.
+      const stale = await removeStaleJumps(fs.ipt, specs).catch((e: Error) => {
+        this.o.logger.warn({ family: fs.family, err: e.message }, 'cannot remove stale jumps');
+        return [];
+      });
+      if (stale.length > 0) this.o.logger.info({ family: fs.family, rules: stale }, 'removed jumps left by another proxy mode');
+    }
+    return {
+      rules: specs.reduce((n, s) => n + s.chains.reduce((m, c) => m + c.rules.length, 0), 0),
+      chains: specs.reduce((n, s) => n + s.chains.length, 0),
+      deleted: plans.reduce((n, p) => n + p.deletedChains.length, 0),
+    };
+  }
+
+  /** Partial sync of one family: fixed chains plus the dirty services' chains, one restore. */
+  private async syncPartial(fs: FamilyState): Promise<FamilySyncReport> {
+    const fixed = fixedChains(this.context(fs), this.ordered(fs));
+    const changed = [];
+    const deleted: string[] = [];
+    for (const key of fs.dirty) {
+      const chains = fs.rules.get(key)?.chains ?? [];
+      const names = new Set(chains.map((c) => c.name));
+      changed.push(...chains);
+      for (const old of fs.written.get(key) ?? []) if (!names.has(old)) deleted.push(old);
+    }
+    await fs.ipt.restore('nat', renderPartialRestore({ fixed, changed, deleted }));
+    for (const key of fs.dirty) {
+      const r = fs.rules.get(key);
+      if (r) fs.written.set(key, r.chains.map((c) => c.name));
+      else fs.written.delete(key);
+    }
+    fs.dirty.clear();
+    const all = [...fixed.filter, ...fixed.nat, ...changed];
+    return { rules: all.reduce((n, c) => n + c.rules.length, 0), chains: all.length, deleted: deleted.length };
+  }
+
+  /** A family without services (IPv6 on a single-stack node): removes what another mode left there. */
+  private async cleanIdleFamily(fs: FamilyState): Promise<void> {
+    try {
+      const owned = await fs.ipt.saveOwned();
+      if (owned.nat.length + owned.filter.length === 0) return;
+      const plans = await fs.ipt.cleanup();
+      this.o.logger.info({ family: fs.family, chains: plans.reduce((n, p) => n + p.deletedChains.length, 0) }, 'removed chains left by another proxy mode');
+    } catch (e) {
+      this.o.logger.warn({ family: fs.family, err: (e as Error).message }, 'cannot read or clean the idle family\'s tables');
+    }
+  }
+
+  /** Once, after the first successful sync: the IPVS mode's virtual servers, ipsets and dummy link. */
+  private async removeLeftovers(): Promise<void> {
+    const c = this.o.clients;
+    const steps = await removeIpvsLeftovers({
+      link: c.link,
+      ipvs: c.ipvs,
+      ipset: c.ipset,
+      dummyName: this.o.dummyName ?? DEFAULT_DUMMY_LINK,
+      excludeCIDRs: this.o.config.ipvs.excludeCIDRs,
+    });
+    for (const s of steps) {
+      if (s.error !== undefined) this.o.logger.warn({ step: s.step, err: s.error }, 'cannot remove an IPVS-mode leftover');
+      else this.o.logger.info({ step: s.step, result: s.result }, 'removed IPVS-mode leftovers');
+    }
+    this.leftoversDone = true;
+  }
+
+  /**
+   * UDP has no connection end: conntrack entries keep sending a flow to a removed endpoint, and
+   * entries created while a service had no endpoints keep it black-holed. Clears both, as
+   * kube-proxy's conntrack.CleanStaleEntries.
+   */
+  private async cleanConntrack(changed: ReadonlySet<string>): Promise<void> {
+    const state = this.tracker.state();
+    const run = (args: string[]) => promisify(execFile)('conntrack', args).catch(() => undefined); // exit 1: no entries
+    for (const key of changed) {
+      const svc = state.services.get(key);
+      const before = this.udpEndpoints.get(key);
+      if (!svc || svc.protocol !== 'udp') {
+        this.udpEndpoints.delete(key);
+        continue;
+      }
+      const now = new Set((state.endpoints.get(key) ?? []).filter((ep: EndpointInfo) => ep.ready || (ep.serving && ep.terminating)).map((ep) => ep.address));
+      this.udpEndpoints.set(key, now);
+      const vips = [...svc.clusterIPs, ...svc.externalIPs, ...svc.loadBalancerIPs];
+      const f = (ip: string) => (familyOf(ip) === 'ipv6' ? 'ipv6' : 'ipv4');
+      if ((before === undefined || before.size === 0) && now.size > 0) {
+        for (const vip of vips) await run(['-D', '-f', f(vip), '-p', 'udp', '--orig-dst', vip, '--orig-port-dst', String(svc.port)]);
+      }
+      for (const ep of before ?? []) {
+        if (now.has(ep)) continue;
+        for (const vip of vips) if (f(vip) === f(ep)) await run(['-D', '-f', f(ep), '-p', 'udp', '--orig-dst', vip, '--orig-port-dst', String(svc.port), '--dst-nat', ep]);
+        if (svc.nodePort !== null) await run(['-D', '-f', f(ep), '-p', 'udp', '--orig-port-dst', String(svc.nodePort), '--dst-nat', ep]);
+      }
+    }
+  }
+
+  /** Health-check node ports of eTP Local services: port -> service and local ready endpoints (first claimant wins). */
+  private healthChecks(): Map<number, ServiceHealthTarget> {
+    const out = new Map<number, ServiceHealthTarget>();
+    const state = this.tracker.state();
+    for (const [key, svc] of state.services) {
+      if (!svc.externalPolicyLocal || svc.healthCheckNodePort === null || out.has(svc.healthCheckNodePort)) continue;
+      const local = new Set((state.endpoints.get(key) ?? []).filter((ep) => ep.isLocal && ep.ready).map((ep) => ep.address));
+      out.set(svc.healthCheckNodePort, { service: serviceOf(svc), localEndpoints: local.size });
+    }
+    return out;
+  }
+
+  private noLocalEndpoints(): { internal: number; external: number } {
+    const out = { internal: 0, external: 0 };
+    const fs = this.families.get('ipv4') ?? this.families.get('ipv6');
+    for (const r of fs?.rules.values() ?? []) {
+      if (r.noLocalEndpoints.internal) out.internal++;
+      if (r.noLocalEndpoints.external) out.external++;
+    }
+    return out;
+  }
+
+  /** Logs each object error once (until it goes away and comes back). */
+  private report(errors: ObjectError[]): void {
+    const now = new Set(errors.map((e) => `${e.object}: ${e.reason}`));
+    for (const e of errors) if (!this.reported.has(`${e.object}: ${e.reason}`)) this.o.logger.error({ object: e.object, reason: e.reason }, 'cannot program object');
+    this.reported.clear();
+    for (const k of now) this.reported.add(k);
+  }
+
+  close(): void {
+    const c = this.o.clients;
+    c.link.close();
+    c.ipvs?.close();
+    c.ipset?.close();
+  }
+}
