@@ -9,6 +9,7 @@ import { NetlinkIpvsClient, type IpvsClient } from './kernel/ipvs/client.js';
 import { Iptables } from './kernel/iptables.js';
 import { DEFAULT_DUMMY_LINK, NetlinkLinkClient } from './kernel/link.js';
 import type { Logger } from './log.js';
+import { removeIptablesModeLeftovers } from './proxy/iptables/leftovers.js';
 import { IptablesProxier } from './proxy/iptables/proxier.js';
 import { IpvsProxier } from './proxy/ipvs/proxier.js';
 import { BoundedFrequencyRunner } from './proxy/runner.js';
@@ -109,6 +110,8 @@ export async function runDaemon(config: Config, logger: Logger): Promise<number>
           clients: { ipvs: chosen.ipvs, ipset: await NetlinkIpsetClient.open().catch(() => null), link: NetlinkLinkClient.open(), iptables: { ipv4: iptables, ipv6: ip6tables } },
         });
   logger.info({ nodeName, mode, iptables: iptables.backend, source: config.manifests ?? 'kubernetes' }, 'starting');
+  // The IPVS mode's first sync deletes the iptables mode's chains; these jumps it would keep.
+  if (mode === 'ipvs' && !config.dryRun) await removeIptablesModeLeftovers([iptables, ip6tables], config, logger);
 
   const source = await sourceFor(config, nodeName, logger);
   if (config.once || config.dryRun) {

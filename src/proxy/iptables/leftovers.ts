@@ -5,43 +5,101 @@
 // references them any more) and its dummy link.
 import type { IpsetClient } from '../../kernel/ipset/types.js';
 import type { IpvsClient } from '../../kernel/ipvs/client.js';
-import { renderCommand, ruleTarget, sameRule, type Iptables, type TableSpec } from '../../kernel/iptables.js';
+import { renderCommand, ruleTarget, sameRule, tokenize, type Iptables, type JumpSpec, type TableSpec } from '../../kernel/iptables.js';
 import type { LinkClient } from '../../kernel/link.js';
 import { inCidr } from '../../model/ip.js';
+import type { Config } from '../../config.js';
+import type { Logger } from '../../log.js';
 import { OWNED_SETS } from '../ipvs/ipsets.js';
+import { ipvsModeRules } from '../ipvs/rules.js';
+import { JUMPS } from './rules.js';
+
+/** The built-in chains of the nat and filter tables: the only places jumps into our chains live. */
+const BUILTIN = new Set(['PREROUTING', 'INPUT', 'FORWARD', 'OUTPUT', 'POSTROUTING']);
 
 /**
  * Deletes rules in built-in chains that jump to an owned chain but are not among `specs`' jumps
  * (e.g. the other mode's `INPUT -j KUBE-PROXY-FIREWALL` with its own comment). Conservative: a
  * chain→target pair is left alone when one of our own jumps for it is not found textually in
  * iptables-save's output (the tools may print it differently, and it must not be deleted).
- * One iptables-save per table, one iptables-restore when something is stale. Returns the
- * deleted lines as `table: -A …`.
+ * One full iptables-save (it creates no table), one iptables-restore when something is stale.
+ * Returns the deleted lines as `table: -A …`.
  */
 export async function removeStaleJumps(ipt: Iptables, specs: readonly TableSpec[]): Promise<string[]> {
+  if (specs.length === 0) return [];
+  const owned = await ipt.saveOwned(specs.map((s) => s.table));
   const removed: string[] = [];
   const input: string[] = [];
   for (const spec of specs) {
-    const saved = await ipt.save(spec.table);
     const jumps = spec.jumps ?? [];
+    const rules = owned[spec.table]
+      .map((line) => ({ line, tokens: tokenize(line) }))
+      .filter(({ tokens }) => tokens[0] === '-A' && BUILTIN.has(tokens[1] ?? ''))
+      .map(({ line, tokens }) => ({ line, chain: tokens[1]!, args: tokens.slice(2) }));
     const deletes: string[] = [];
-    for (const chain of saved.chains) {
-      if (chain.policy === null) continue; // built-in chains only: the only places our jumps live
-      for (const rule of chain.rules) {
-        const target = ruleTarget(rule.args);
-        if (target === undefined || !ipt.isOwned(target, spec.table)) continue;
-        const ours = jumps.filter((j) => j.chain === chain.name && ruleTarget(j.rule) === target);
-        if (ours.some((j) => sameRule(j.rule, rule.args))) continue;
-        const unseen = ours.some((j) => !chain.rules.some((r) => sameRule(r.args, j.rule)));
-        if (unseen) continue;
-        deletes.push(renderCommand('-D', chain.name, rule.args));
-        removed.push(`${spec.table}: ${rule.line}`);
-      }
+    for (const rule of rules) {
+      const target = ruleTarget(rule.args);
+      if (target === undefined || !ipt.isOwned(target, spec.table)) continue;
+      const ours = jumps.filter((j) => j.chain === rule.chain && ruleTarget(j.rule) === target);
+      if (ours.some((j) => sameRule(j.rule, rule.args))) continue;
+      const unseen = ours.some((j) => !rules.some((r) => r.chain === j.chain && sameRule(r.args, j.rule)));
+      if (unseen) continue;
+      deletes.push(renderCommand('-D', rule.chain, rule.args));
+      removed.push(`${spec.table}: ${rule.line}`);
     }
     if (deletes.length > 0) input.push(`*${spec.table}`, ...deletes, 'COMMIT');
   }
   if (input.length > 0) await ipt.restore(specs[0]!.table, `${input.join('\n')}\n`);
   return removed;
+}
+
+/**
+ * The other direction, for the IPVS mode at start: deletes this mode's jumps ({@link JUMPS}) that
+ * the IPVS mode does not also use (`keep`). Its first sync deletes our chains and the jumps into
+ * them, but not the jumps into KUBE-PROXY-FIREWALL, a chain both modes have (in IPVS mode an
+ * OUTPUT jump into it would drop the node's own traffic to firewalled LB IPs). One full
+ * iptables-save (it creates no table), a restore only when one is found. Returns the deleted
+ * lines as `table: -A …`.
+ */
+export async function removeIptablesModeJumps(ipt: Iptables, keep: readonly JumpSpec[]): Promise<string[]> {
+  const doomed = (Object.entries(JUMPS) as Array<['nat' | 'filter', readonly JumpSpec[]]>).flatMap(([table, jumps]) =>
+    jumps.filter((j) => !keep.some((k) => k.chain === j.chain && sameRule(k.rule, j.rule))).map((j) => ({ table, ...j })),
+  );
+  const tables = [...new Set(doomed.map((d) => d.table))];
+  if (tables.length === 0) return [];
+  // A full iptables-save: asking for one table could make the kernel create it.
+  const owned = await ipt.saveOwned(tables);
+  const removed: string[] = [];
+  const input: string[] = [];
+  for (const table of tables) {
+    const deletes: string[] = [];
+    for (const line of owned[table]) {
+      const [cmd, chain, ...args] = tokenize(line);
+      if (cmd !== '-A' || chain === undefined || !doomed.some((j) => j.table === table && j.chain === chain && sameRule(j.rule, args))) continue;
+      deletes.push(renderCommand('-D', chain, args));
+      removed.push(`${table}: ${line}`);
+    }
+    if (deletes.length > 0) input.push(`*${table}`, ...deletes, 'COMMIT');
+  }
+  if (input.length > 0) await ipt.restore(tables[0]!, `${input.join('\n')}\n`);
+  return removed;
+}
+
+/**
+ * At the IPVS mode's start: {@link removeIptablesModeJumps} for each family, keeping the IPVS
+ * mode's own jumps. Failures are logged, never thrown (the IPVS proxier does not depend on it).
+ */
+export async function removeIptablesModeLeftovers(ipts: ReadonlyArray<Iptables | null>, config: Config, logger: Logger): Promise<void> {
+  for (const ipt of ipts) {
+    if (!ipt) continue;
+    const keep = ipvsModeRules({ config, nodeName: '', nodePortAddresses: [] }, ipt.family, new Set()).flatMap((t) => t.jumps ?? []);
+    try {
+      const removed = await removeIptablesModeJumps(ipt, keep);
+      if (removed.length > 0) logger.info({ family: ipt.family, rules: removed }, 'removed jumps left by the iptables mode');
+    } catch (e) {
+      logger.warn({ family: ipt.family, err: (e as Error).message }, 'cannot check for jumps left by the iptables mode');
+    }
+  }
 }
 
 /** What {@link removeIpvsLeftovers} works with; a missing client skips its step. */

@@ -284,7 +284,7 @@ export class IptablesProxier {
     phase('health');
     this.report([...this.tracker.errors(), ...healthErrors]);
     this.o.metrics?.setNoLocalEndpoints(this.noLocalEndpoints());
-    const durationMs = this.now() - t0;
+    const durationMs = Math.round((this.now() - t0) * 10) / 10;
     const report: IptablesSyncReport = { full, durationMs, changedServices: changed.size, families, errors: 0, phases };
     this.o.metrics?.observeSync(durationMs, full ? 'full' : 'partial', true);
     logger.info(report, 'synced');
@@ -303,8 +303,8 @@ export class IptablesProxier {
     fs.written = new Map([...fs.rules].map(([k, r]) => [k, r.chains.map((c) => c.name)]));
     fs.dirty.clear();
     fs.synced = true;
-    if (!this.leftoversDone) {
-      // Switching from the IPVS mode (or an older version): its jumps into shared chains.
+    // Switching from another mode (chains of it deleted, or our jumps missing): its jumps into shared chains.
+    if (!this.leftoversDone && plans.some((p) => p.deletedChains.length > 0 || p.addedJumps.length > 0)) {
       const stale = await removeStaleJumps(fs.ipt, specs).catch((e: Error) => {
         this.o.logger.warn({ family: fs.family, err: e.message }, 'cannot remove stale jumps');
         return [];

@@ -17,7 +17,9 @@ import { defaultBinaries, Iptables, spawnExec, type Backend, type Exec } from '.
 import { NetlinkLinkClient } from '../../../src/kernel/link.js';
 import { endpointSliceSchema, serviceSchema, type EndpointSlice, type Service } from '../../../src/model/k8s.js';
 import { endpointChain, serviceChains } from '../../../src/proxy/iptables/names.js';
+import { removeIptablesModeJumps } from '../../../src/proxy/iptables/leftovers.js';
 import { IptablesProxier } from '../../../src/proxy/iptables/proxier.js';
+import { JUMPS } from '../../../src/proxy/iptables/rules.js';
 import { OWNED_SETS } from '../../../src/proxy/ipvs/ipsets.js';
 import { ipvsModeRules } from '../../../src/proxy/ipvs/rules.js';
 import { run } from '../lib/netns.js';
@@ -190,5 +192,17 @@ describe.each(backends)('IptablesProxier on %s', (backend) => {
     h.onService('demo/hashed', annotated(81));
     await proxier.sync();
     expect(logs.filter((l) => l.service === 'demo/hashed' && String(l.msg).includes('cannot honour the scheduler'))).toHaveLength(1);
+  });
+
+  it('removeIptablesModeJumps (the IPVS mode at start) deletes the jumps only the iptables mode uses', async () => {
+    const keep = ipvsModeRules({ config, nodeName: 'node-a', nodePortAddresses: [] }, 'ipv4', new Set()).flatMap((t) => t.jumps ?? []);
+    const builtinJumps = async (table: string) => (await save('v4', table)).filter((l) => /^-A (INPUT|OUTPUT|FORWARD|PREROUTING|POSTROUTING) .*-j KUBE-/.test(l));
+    expect(await builtinJumps('filter')).toHaveLength(JUMPS.filter.length);
+    const natBefore = await builtinJumps('nat');
+    const removed = await removeIptablesModeJumps(ipt4, keep);
+    expect(removed).toHaveLength(JUMPS.filter.length - 1);
+    expect(await builtinJumps('filter')).toEqual(['-A FORWARD -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD']); // the IPVS mode's too
+    expect(await builtinJumps('nat')).toEqual(natBefore); // identical in both modes
+    expect(await removeIptablesModeJumps(ipt4, keep)).toEqual([]);
   });
 });
