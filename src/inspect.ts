@@ -35,7 +35,20 @@ export interface InspectReport {
   ipsets: Array<{ name: string; type: string; family: string | null; entries: string[] }>;
   dummy: { name: string; exists: boolean; addresses: string[] };
   iptables: { backend: string | null; nat: string[]; filter: string[] };
+  /** The proxy mode the kernel state belongs to (see {@link modeOf}). */
+  mode?: 'ipvs' | 'iptables' | 'both' | null;
   errors?: Array<{ section: string; message: string }>;
+}
+
+/**
+ * Which proxy mode programmed this node, from its state: `ipvs` (virtual servers, kube-ipvs0 or
+ * the IPVS mode's chains), `iptables` (KUBE-SVC/SEP/NODEPORTS chains), `both` mid-switch, null.
+ */
+export function modeOf(r: Omit<InspectReport, 'mode'>): InspectReport['mode'] {
+  const nat = r.iptables.nat.join('\n');
+  const ipvs = r.dummy.exists || (r.ipvs.available && r.ipvs.services.length > 0) || /KUBE-(NODE-PORT|LOAD-BALANCER)\b/.test(nat);
+  const iptables = /KUBE-(SVC|SEP)-|KUBE-NODEPORTS\b/.test(nat);
+  return ipvs && iptables ? 'both' : ipvs ? 'ipvs' : iptables ? 'iptables' : null;
 }
 
 /** The kernel clients inspect reads through (injectable for tests). */
@@ -120,6 +133,7 @@ export async function gatherInspect(sources: InspectSources = realSources): Prom
     dummy: await attempt('dummy', () => readDummy(sources.link), { name: DEFAULT_DUMMY_LINK, exists: false, addresses: [] }),
     iptables: await attempt<InspectReport['iptables']>('iptables', () => sources.iptables(), { backend: null, nat: [], filter: [] }),
   };
+  report.mode = modeOf(report);
   if (errors.length) report.errors = errors;
   return report;
 }
@@ -163,6 +177,7 @@ export function formatInspect(r: InspectReport): string {
     out.push(`  *${table} (${lines.length} lines)`);
     for (const l of lines) out.push(`    ${l}`);
   }
+  if (r.mode !== undefined) out.push('', `proxy mode (from the kernel state): ${r.mode ?? 'none'}`);
   for (const e of r.errors ?? []) out.push('', `error reading ${e.section}: ${e.message}`);
   return `${out.join('\n')}\n`;
 }

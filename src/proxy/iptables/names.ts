@@ -44,8 +44,9 @@ export function base32(bytes: Uint8Array): string {
   return out;
 }
 
+/** The first 16 base32 characters of sha256(text) (80 bits: the first 10 bytes of the digest). */
 function hash16(text: string): string {
-  return base32(createHash('sha256').update(text).digest()).slice(0, 16);
+  return base32(createHash('sha256').update(text).digest().subarray(0, 10));
 }
 
 /** kube-proxy's ServicePortName.String(): `ns/name:port`, or `ns/name` for an unnamed port. */

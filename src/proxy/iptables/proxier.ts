@@ -303,8 +303,8 @@ export class IptablesProxier {
     fs.written = new Map([...fs.rules].map(([k, r]) => [k, r.chains.map((c) => c.name)]));
     fs.dirty.clear();
     fs.synced = true;
-    // Switching from another mode (chains of it deleted, or our jumps missing): its jumps into shared chains.
-    if (!this.leftoversDone && plans.some((p) => p.deletedChains.length > 0 || p.addedJumps.length > 0)) {
+    // Switching from another mode (its chains were just deleted): its jumps into shared chains.
+    if (!this.leftoversDone && plans.some((p) => p.deletedChains.length > 0)) {
       const stale = await removeStaleJumps(fs.ipt, specs).catch((e: Error) => {
         this.o.logger.warn({ family: fs.family, err: e.message }, 'cannot remove stale jumps');
         return [];

@@ -158,24 +158,30 @@ export function serviceRules(svc: ServicePortInfo, endpoints: readonly EndpointI
     fw.push(comment(`other traffic to ${name} will be dropped by KUBE-PROXY-FIREWALL`));
   }
   const epComment = (text: string): string[] => (ctx.largeCluster ? [] : comment(text));
+  const sepNames = new Map<EndpointInfo, string>();
+  const sepOf = (ep: EndpointInfo): string => {
+    let n = sepNames.get(ep);
+    if (n === undefined) sepNames.set(ep, (n = endpointChain(svc.name, ep)));
+    return n;
+  };
   const affinity = svc.sessionAffinitySeconds;
   const toEndpoints = (chain: string, list: readonly EndpointInfo[]): void => {
     const rules = declare(chain);
     if (affinity !== null) {
       for (const ep of list) {
-        const sep = endpointChain(svc.name, ep);
+        const sep = sepOf(ep);
         rules.push([...epComment(`${name} -> ${endpointString(ep)}`), '-m', 'recent', '--name', sep, '--rcheck', '--seconds', String(affinity), '--reap', '-j', sep]);
       }
     }
     list.forEach((ep, i) => {
       const random = i < list.length - 1 ? ['-m', 'statistic', '--mode', 'random', '--probability', probability(list.length - i)] : [];
-      rules.push([...epComment(`${name} -> ${endpointString(ep)}`), ...random, '-j', endpointChain(svc.name, ep)]);
+      rules.push([...epComment(`${name} -> ${endpointString(ep)}`), ...random, '-j', sepOf(ep)]);
     });
   };
   if (usesClusterChain) toEndpoints(names.svc, cat.clusterEndpoints);
   if (usesLocalChain) toEndpoints(names.svl, cat.localEndpoints);
   for (const ep of cat.allReachable) {
-    const sep = endpointChain(svc.name, ep);
+    const sep = sepOf(ep);
     const rules = declare(sep);
     // Hairpin: an endpoint reaching itself through the service is masqueraded.
     rules.push([...epComment(name), '-s', ep.address, '-j', CHAIN.MARK_MASQ]);

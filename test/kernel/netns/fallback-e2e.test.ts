@@ -105,6 +105,8 @@ describe('the daemon in iptables mode', () => {
     expect(nat).toMatch(/^-A KUBE-SVC-\w{16} ! -s 10\.244\.0\.0\/16 -d 10\.96\.0\.10\/32 .*-j KUBE-MARK-MASQ$/m);
     expect(nat).toMatch(/^-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully$/m);
     expect(save('filter')).toMatch(/^-A FORWARD -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD$/m);
+    const inspect = JSON.parse(sh(process.execPath, CLI, 'inspect', '--json')) as { mode: string; iptables: { backend: string } };
+    expect(inspect).toMatchObject({ mode: 'iptables', iptables: { backend: 'nft' } });
   });
 
   it('removing an endpoint: its KUBE-SEP chain goes and new connections avoid it', async () => {
