@@ -138,6 +138,13 @@ describe('the daemon in iptables mode', () => {
     expect(Object.keys(fromClient(12, 'tcp:10.250.0.1:30080')).sort()).toEqual(['be1', 'be2']);
   });
 
+  it('`cleanup` removes every iptables-mode chain and jump (KUBE-SVC/SEP/EXT/FW… are owned KUBE-* chains)', async () => {
+    expect(await d.stop()).toBe(0);
+    sh(process.execPath, CLI, 'cleanup');
+    const all = sh('iptables-nft-save');
+    expect(all.split('\n').filter((l) => l.includes('KUBE-'))).toEqual([':KUBE-IPTABLES-HINT - [0:0]']); // kubelet's, not ours
+  });
+
   it('`--proxy-mode ipvs --ipvs-fallback=false` without IPVS exits 1 with a clear error', () => {
     let code = 0;
     let out = '';
