@@ -17,7 +17,7 @@ import { DEFAULT_DUMMY_LINK, type LinkClient } from '../../kernel/link.js';
 import type { Logger } from '../../log.js';
 import { familyOf, inCidr, type Family } from '../../model/ip.js';
 import type { EndpointInfo, ObjectError, ServicePortInfo } from '../../model/service.js';
-import type { ProxyHealth } from '../../server/health.js';
+import { isNodeEligible, type ProxyHealth } from '../../server/health.js';
 import type { ProxyMetrics } from '../../server/metrics.js';
 import type { ServiceHealthServers, ServiceHealthTarget } from '../../server/servicehealth.js';
 import type { SourceHandler } from '../../source/types.js';
@@ -54,6 +54,20 @@ export interface IptablesProxierOptions {
   /** Where --dry-run prints the restore input. */
   out?: (text: string) => void;
   now?: () => number;
+  /** Writes sysctls (default: /proc/sys); returns the ones that failed. Tests pass a recorder. */
+  sysctl?: typeof applySysctls;
+  /** Runs `conntrack ARGS` (default: the binary; its failures are ignored). */
+  conntrack?: (args: string[]) => Promise<unknown>;
+  /** Reads nf_conntrack_tcp_be_liberal (default: /proc/sys); null when unreadable. */
+  tcpBeLiberal?: () => boolean | null;
+}
+
+function readTcpBeLiberal(): boolean | null {
+  try {
+    return readFileSync('/proc/sys/net/netfilter/nf_conntrack_tcp_be_liberal', 'utf8').trim() !== '0';
+  } catch {
+    return null;
+  }
 }
 
 /** What one family's part of a sync did. */
@@ -132,7 +146,11 @@ export class IptablesProxier {
     return {
       onService: (k, s) => (this.tracker.onService(k, s), changed()),
       onEndpointSlice: (k, s) => (this.tracker.onEndpointSlice(k, s), changed()),
-      onNode: (n) => (this.tracker.onNode(n), changed()),
+      onNode: (n) => {
+        this.tracker.onNode(n);
+        if (n) this.o.health?.setNodeEligible(isNodeEligible(n));
+        changed();
+      },
       onError: (e) => this.o.logger.error({ object: e.object, reason: e.reason }, 'rejected object'),
       onSynced: () => this.o.logger.info('sources synced'),
     };
@@ -144,12 +162,8 @@ export class IptablesProxier {
     if (existsSync('/proc/sys/net/bridge/bridge-nf-call-iptables')) {
       settings.push({ key: 'net/bridge/bridge-nf-call-iptables', value: '1', reason: 'bridged pod traffic must traverse iptables' });
     }
-    for (const f of applySysctls(settings)) this.o.logger.warn({ sysctl: f.key, err: f.error }, 'cannot set sysctl');
-    try {
-      this.dropInvalid = readFileSync('/proc/sys/net/netfilter/nf_conntrack_tcp_be_liberal', 'utf8').trim() === '0';
-    } catch {
-      this.dropInvalid = true;
-    }
+    for (const f of (this.o.sysctl ?? applySysctls)(settings)) this.o.logger.warn({ sysctl: f.key, err: f.error }, 'cannot set sysctl');
+    this.dropInvalid = (this.o.tcpBeLiberal ?? readTcpBeLiberal)() !== true;
     if (!this.dropInvalid) this.o.logger.info('nf_conntrack_tcp_be_liberal set, not installing DROP rules for INVALID packets');
     this.started = true;
   }
@@ -271,11 +285,13 @@ export class IptablesProxier {
     } catch (e) {
       this.needFull = true;
       this.o.metrics?.iptablesRestoreFailed();
+      this.o.metrics?.countKernelOps('iptables', 'error');
       this.o.metrics?.observeSync(this.now() - t0, full ? 'full' : 'partial', false);
       throw e;
     }
     this.needFull = false;
     if (full) this.lastFullAt = t0;
+    this.o.metrics?.countKernelOps('iptables', 'ok', Object.keys(families).length);
     await this.cleanConntrack(changed);
     if (!this.leftoversDone) await this.removeLeftovers();
     phase('leftovers');
@@ -376,7 +392,7 @@ export class IptablesProxier {
    */
   private async cleanConntrack(changed: ReadonlySet<string>): Promise<void> {
     const state = this.tracker.state();
-    const run = (args: string[]) => promisify(execFile)('conntrack', args).catch(() => undefined); // exit 1: no entries
+    const run = this.o.conntrack ?? ((args: string[]) => promisify(execFile)('conntrack', args).catch(() => undefined)); // exit 1: no entries
     for (const key of changed) {
       const svc = state.services.get(key);
       const before = this.udpEndpoints.get(key);
