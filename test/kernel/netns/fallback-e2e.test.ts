@@ -32,6 +32,26 @@ function fromClient(count: number, target: string): Record<string, number> {
 /** KUBE-SVC/SEP chain names in nat. */
 const serviceChainNames = () => save().split('\n').filter((l) => /^:KUBE-(SVC|SEP)-/.test(l)).map((l) => l.slice(1).split(' ')[0]).sort();
 
+/** Two LoadBalancer Services with source ranges: one admits the client (10.250.0.2), one does not. */
+const EXTRA = ['fw-open:10.250.0.201:10.250.0.0/24:10.96.0.30', 'fw-closed:10.250.0.202:192.0.2.0/24:10.96.0.31']
+  .map((spec) => {
+    const [name, lb, range, cluster] = spec.split(':');
+    return `apiVersion: v1
+kind: Service
+metadata: {name: ${name}, namespace: demo}
+spec: {type: LoadBalancer, clusterIP: ${cluster}, loadBalancerSourceRanges: [${range}], ports: [{name: http, port: 80, nodePort: ${name === 'fw-open' ? 30090 : 30091}}]}
+status: {loadBalancer: {ingress: [{ip: ${lb}}]}}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: ${name}-1, namespace: demo, labels: {kubernetes.io/service-name: ${name}}}
+addressType: IPv4
+ports: [{name: http, port: 8080, protocol: TCP}]
+endpoints:
+${[1, 2, 3].map((i) => `- {addresses: [10.244.${i}.2], nodeName: kip-node, conditions: {ready: true}}`).join('\n')}`;
+  })
+  .join('\n---\n');
+
 const lab = new NetLab();
 const backends: ChildProcess[] = [];
 let manifests: Manifests;
@@ -43,7 +63,7 @@ beforeAll(async () => {
   await lab.netns('kip-client');
   await lab.veth({ name: 'kc0', address: '10.250.0.1/24' }, { ns: 'kip-client', name: 'eth0', address: '10.250.0.2/24', gateway: '10.250.0.1' });
   // External and LB IPs are routed to the node (nothing binds them in iptables mode).
-  for (const vip of ['10.250.0.100', '10.250.0.200']) sh('ip', '-n', 'kip-client', 'route', 'add', `${vip}/32`, 'via', '10.250.0.1');
+  for (const vip of ['10.250.0.100', '10.250.0.200', '10.250.0.201', '10.250.0.202']) sh('ip', '-n', 'kip-client', 'route', 'add', `${vip}/32`, 'via', '10.250.0.1');
   for (const [i, name] of BACKENDS.entries()) {
     const ns = await lab.netns(`kip-${name}`);
     await lab.veth({ name: `kb${i + 1}`, address: `10.244.${i + 1}.1/24` }, { ns, name: 'eth0', address: `10.244.${i + 1}.2/24`, gateway: `10.244.${i + 1}.1` });
@@ -52,6 +72,7 @@ beforeAll(async () => {
   for (const i of [1, 2, 3]) await waitFor(`backend ${i}`, () => sh('ip', 'netns', 'exec', `kip-be${i}`, 'cat', '/proc/net/tcp').includes(':1F90 '));
   sh('iptables-nft', '-t', 'mangle', '-N', 'KUBE-IPTABLES-HINT'); // as kubelet does: the node uses nft
   manifests = new Manifests();
+  manifests.write('firewalled.yaml', EXTRA);
   // `modprobe` that always fails: the host's kernel must never be asked to load a module.
   stubDir = mkdtempSync(join(tmpdir(), 'kip-stub-'));
   writeFileSync(join(stubDir, 'modprobe'), '#!/bin/sh\necho "modprobe: FATAL: Module $* not found (test stub)" >&2\nexit 1\n');
@@ -86,6 +107,18 @@ describe('the daemon in iptables mode', () => {
 
   it('session affinity (recent) pins a client to one backend', () => {
     expect(Object.keys(fromClient(15, 'tcp:10.96.0.12:80'))).toHaveLength(1);
+  });
+
+  it('hairpin: a backend reaching its own Service (and itself behind it) is masqueraded', () => {
+    const out = sh('ip', 'netns', 'exec', 'kip-be1', process.execPath, `${REPO}examples/demo/client.mjs`, '24', 'tcp:10.96.0.10:80');
+    expect(Object.keys(JSON.parse(out)['tcp:10.96.0.10:80']).sort()).toEqual(BACKENDS);
+  });
+
+  it('loadBalancerSourceRanges: a client inside the ranges gets through, one outside is dropped (its NodePort stays open)', () => {
+    expect(Object.keys(fromClient(9, 'tcp:10.250.0.201:80')).sort()).toEqual(BACKENDS);
+    expect(fromClient(1, 'tcp:10.250.0.202:80')).toEqual({ 'error:timeout': 1 });
+    expect(Object.keys(fromClient(9, 'tcp:10.250.0.1:30091')).sort()).toEqual(BACKENDS);
+    expect(save('filter')).toMatch(/^-A KUBE-PROXY-FIREWALL -d 10\.250\.0\.202\/32 -p tcp -m comment --comment "demo\/fw-closed:http traffic not accepted by KUBE-FW-\w{16}" -m tcp --dport 80 -j DROP$/m);
   });
 
   it('answers /proxyMode with iptables, and says once that the sh annotation is not honoured', async () => {
