@@ -159,7 +159,7 @@ describe('IptablesProxier syncs', () => {
     h.onService('ns/dns', svc('dns', '10.96.0.53', { ports: [{ name: 'http', port: 53, protocol: 'UDP' }] }));
     h.onEndpointSlice('ns/dns-1', slice('dns', ['10.244.1.5', '10.244.1.6'], 'UDP'));
     await proxier.sync();
-    expect(conntrack).toEqual([['-D', '-f', 'ipv4', '-p', 'udp', '--orig-dst', '10.96.0.53', '--orig-port-dst', '53']]);
+    expect(conntrack).toEqual([['-D', '-f', 'ipv4', '-p', 'udp', '--orig-dst', '10.96.0.53', '--orig-port-dst', '53', '--reply-src', '10.96.0.53']]); // never DNATed
     conntrack = [];
     h.onEndpointSlice('ns/dns-1', slice('dns', ['10.244.1.5'], 'UDP'));
     await proxier.sync();

@@ -387,8 +387,8 @@ export class IptablesProxier {
 
   /**
    * UDP has no connection end: conntrack entries keep sending a flow to a removed endpoint, and
-   * entries created while a service had no endpoints keep it black-holed. Clears both, as
-   * kube-proxy's conntrack.CleanStaleEntries.
+   * entries created while a service had no endpoints keep it black-holed. Clears both (what
+   * kube-proxy's conntrack.CleanStaleEntries is for).
    */
   private async cleanConntrack(changed: ReadonlySet<string>): Promise<void> {
     const state = this.tracker.state();
@@ -404,8 +404,10 @@ export class IptablesProxier {
       this.udpEndpoints.set(key, now);
       const vips = [...svc.clusterIPs, ...svc.externalIPs, ...svc.loadBalancerIPs];
       const f = (ip: string) => (familyOf(ip) === 'ipv6' ? 'ipv6' : 'ipv4');
+      // Entries that were never DNATed (made while the service had no endpoint, or before this
+      // process knew): their reply comes from the VIP itself. DNATed flows are left alone.
       if ((before === undefined || before.size === 0) && now.size > 0) {
-        for (const vip of vips) await run(['-D', '-f', f(vip), '-p', 'udp', '--orig-dst', vip, '--orig-port-dst', String(svc.port)]);
+        for (const vip of vips) await run(['-D', '-f', f(vip), '-p', 'udp', '--orig-dst', vip, '--orig-port-dst', String(svc.port), '--reply-src', vip]);
       }
       for (const ep of before ?? []) {
         if (now.has(ep)) continue;

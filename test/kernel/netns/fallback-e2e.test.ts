@@ -154,6 +154,20 @@ describe('the daemon in iptables mode', () => {
     expect(Object.keys(seen).sort()).toEqual(['be1', 'be2']);
   });
 
+  it('UDP: removing the endpoint a flow is pinned to (by conntrack) moves the flow, as its entries are cleared', async () => {
+    // One datagram from a fixed source port: the same flow (conntrack entry) every time.
+    const udp = `const s = require('node:dgram').createSocket('udp4'); s.bind(40000, () => s.send('x', 53, '10.96.0.53'));
+      s.on('message', (m) => { process.stdout.write(m.toString().split(' ')[0]); process.exit(0); }); setTimeout(() => process.exit(1), 2000);`;
+    const ask = () => sh('ip', 'netns', 'exec', 'kip-client', process.execPath, '-e', udp);
+    const pinned = ask();
+    expect(ask()).toBe(pinned);
+    const ip = `10.244.${pinned.slice(2)}.2`;
+    manifests.edit('endpointslices.yaml', (doc) =>
+      doc.metadata?.labels?.['kubernetes.io/service-name'] === 'dns' ? { ...doc, endpoints: doc.endpoints.filter((e: { addresses: string[] }) => !e.addresses.includes(ip)) } : doc,
+    );
+    await waitFor('the flow to move off the removed endpoint', () => ask() !== pinned, 10_000);
+  });
+
   it('a restart keeps the rules in place and the chain names; `--proxy-mode ipvs` without IPVS falls back', async () => {
     const names = serviceChainNames();
     expect(await d.stop()).toBe(0);

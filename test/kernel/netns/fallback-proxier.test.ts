@@ -52,6 +52,25 @@ function slice(svc: string, addresses: string[], family: 'IPv4' | 'IPv6' = 'IPv4
 const port = (name: string) => ({ namespace: 'demo', name, port: 'http', protocol: 'tcp' as const });
 const sep = (name: string, address: string) => endpointChain(port(name), { address, port: 8080 });
 
+/** Every protocol and external destination kind, with a Local policy and source ranges: the kernel takes them all. */
+const ALL = {
+  service: serviceSchema.parse({
+    metadata: { name: 'all', namespace: 'demo' },
+    spec: {
+      type: 'LoadBalancer', clusterIP: '10.96.0.20', externalIPs: ['192.0.2.1'], externalTrafficPolicy: 'Local', healthCheckNodePort: 32000,
+      loadBalancerSourceRanges: ['198.51.100.0/24'],
+      ports: ['TCP', 'UDP', 'SCTP'].map((protocol, i) => ({ name: protocol.toLowerCase(), protocol, port: 80, nodePort: 31000 + i })),
+    },
+    status: { loadBalancer: { ingress: [{ ip: '203.0.113.7' }] } },
+  }),
+  slice: endpointSliceSchema.parse({
+    metadata: { name: 'all-IPv4', namespace: 'demo', labels: { 'kubernetes.io/service-name': 'all' } },
+    addressType: 'IPv4',
+    ports: ['TCP', 'UDP', 'SCTP'].map((protocol) => ({ name: protocol.toLowerCase(), protocol, port: 8080 })),
+    endpoints: [{ addresses: ['10.244.1.9'], nodeName: 'node-a' }, { addresses: ['10.244.2.9'], nodeName: 'node-b' }],
+  }),
+};
+
 describe.each(backends)('IptablesProxier on %s', (backend) => {
   const bin = { v4: defaultBinaries(backend, 'ipv4'), v6: defaultBinaries(backend, 'ipv6') };
   const calls: Array<{ file: string; input?: string }> = [];
@@ -88,6 +107,8 @@ describe.each(backends)('IptablesProxier on %s', (backend) => {
     h.onEndpointSlice('demo/web-IPv4', slice('web', ['10.244.1.2', '10.244.2.2', '10.244.3.2']));
     h.onService('demo/api', service('api', ['10.96.0.11'], { sessionAffinity: 'ClientIP' }));
     h.onEndpointSlice('demo/api-IPv4', slice('api', ['10.244.1.3', '10.244.2.3']));
+    h.onService('demo/all', ALL.service);
+    h.onEndpointSlice('demo/all-IPv4', ALL.slice);
   });
   afterAll(async () => {
     proxier?.close();
@@ -112,6 +133,11 @@ describe.each(backends)('IptablesProxier on %s', (backend) => {
     const natText = (await save()).join('\n');
     expect(natText).toMatch(/-A KUBE-SVC-\w+ .*-m statistic --mode random --probability 0\.333333333\d* -j KUBE-SEP-/);
     expect(natText).toMatch(/-m recent --rcheck --seconds 10800 --reap --name KUBE-SEP-\w+ --mask 255\.255\.255\.255 --rsource -j KUBE-SEP-/);
+    for (const p of ['tcp', 'udp', 'sctp']) expect(natText).toMatch(new RegExp(`^-A KUBE-SEP-\\w+ -p ${p} .*-j DNAT --to-destination 10\\.244\\.1\\.9:8080$`, 'm'));
+    // eTP Local: external destinations go to the local endpoint only (KUBE-EXT -> KUBE-SVL); the cluster IP to both.
+    expect(natText).toMatch(/^-A KUBE-SVL-\w+ -m comment --comment "demo\/all:sctp -> 10\.244\.1\.9:8080" -j KUBE-SEP-\w+$/m);
+    expect(natText).not.toMatch(/^-A KUBE-SVL-.*10\.244\.2\.9/m);
+    expect(natText).toMatch(/^-A KUBE-FW-\w+ -s 198\.51\.100\.0\/24 -m comment --comment "demo\/all:udp loadbalancer IP" -j KUBE-EXT-\w+$/m);
   });
 
   it('one endpoint change is one iptables-restore (no iptables-save) rewriting only that service\'s chains', async () => {
@@ -152,6 +178,8 @@ describe.each(backends)('IptablesProxier on %s', (backend) => {
     h2.onService('demo/web', service('web', ['10.96.0.10']));
     h2.onEndpointSlice('demo/web-IPv4', slice('web', ['10.244.1.2', '10.244.2.2']));
     h2.onService('demo/empty', service('empty', ['10.96.0.12']));
+    h2.onService('demo/all', ALL.service);
+    h2.onEndpointSlice('demo/all-IPv4', ALL.slice);
     expect((await restarted.sync()).full).toBe(true);
     restarted.close();
     const strip = (ls: string[]) => ls.map((l) => l.replace(/\[\d+:\d+\]/, ''));
