@@ -95,8 +95,9 @@ describe('the daemon in iptables mode', () => {
   it('spreads ClusterIP connections over the three backends, roughly evenly (statistic random)', () => {
     const seen = fromClient(60, 'tcp:10.96.0.10:80');
     expect(Object.keys(seen).sort()).toEqual(BACKENDS);
-    // 20 expected each; binomial(60, 1/3) stays within [7, 36] with probability > 0.9999.
-    for (const b of BACKENDS) expect(seen[b]).toBeGreaterThanOrEqual(7), expect(seen[b]).toBeLessThanOrEqual(36);
+    // 20 expected each; all three binomial(60, 1/3) counts stay within [4, 40] but for 5 runs in 10 million.
+    // (The probabilities themselves are checked exactly by the golden tests.)
+    for (const b of BACKENDS) expect(seen[b]).toBeGreaterThanOrEqual(4), expect(seen[b]).toBeLessThanOrEqual(40);
   });
 
   it('serves NodePort, externalIP and LoadBalancer IP over TCP, and UDP', () => {
