@@ -4,10 +4,8 @@
 // fixed chains and only the changed services' chains; a full sync (at start, after a failure and
 // every sync period) goes through the driver: one iptables-save, one iptables-restore that makes
 // the owned chains exactly the desired ones, jumps ensured.
-import { execFile } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import { promisify } from 'node:util';
 
 import type { Config } from '../../config.js';
 import type { IpsetClient } from '../../kernel/ipset/types.js';
@@ -16,7 +14,7 @@ import { defaultIsOwned, planRestore, type Iptables, type TableSpec } from '../.
 import { DEFAULT_DUMMY_LINK, type LinkClient } from '../../kernel/link.js';
 import type { Logger } from '../../log.js';
 import { familyOf, inCidr, type Family } from '../../model/ip.js';
-import type { EndpointInfo, ObjectError, ServicePortInfo } from '../../model/service.js';
+import type { ObjectError, ServicePortInfo } from '../../model/service.js';
 import { isNodeEligible, type ProxyHealth } from '../../server/health.js';
 import type { ProxyMetrics } from '../../server/metrics.js';
 import type { ServiceHealthServers, ServiceHealthTarget } from '../../server/servicehealth.js';
@@ -25,6 +23,7 @@ import { ChangeTracker } from '../changetracker.js';
 import { formatCidr, parseCidr } from '../ipvs/desired-net.js';
 import { masqueradeMark } from '../ipvs/rules.js';
 import { applySysctls } from '../ipvs/sysctl.js';
+import { UdpConntrack, type ConntrackRunner } from './conntrack.js';
 import { removeIpvsLeftovers, removeStaleJumps } from './leftovers.js';
 import { renderPartialRestore } from './restore.js';
 import { fixedChains, iptablesModeSpecs, LARGE_CLUSTER_ENDPOINTS, serviceRules, type RulesContext, type ServiceRules } from './rules.js';
@@ -57,7 +56,7 @@ export interface IptablesProxierOptions {
   /** Writes sysctls (default: /proc/sys); returns the ones that failed. Tests pass a recorder. */
   sysctl?: typeof applySysctls;
   /** Runs `conntrack ARGS` (default: the binary; its failures are ignored). */
-  conntrack?: (args: string[]) => Promise<unknown>;
+  conntrack?: ConntrackRunner;
   /** Reads nf_conntrack_tcp_be_liberal (default: /proc/sys); null when unreadable. */
   tcpBeLiberal?: () => boolean | null;
 }
@@ -124,12 +123,12 @@ export class IptablesProxier {
   private readonly reported = new Set<string>();
   /** Services (`ns/name`) already told that their scheduler annotation cannot be honoured. */
   private readonly schedulerWarned = new Set<string>();
-  /** UDP endpoints per port key, to clear conntrack entries of removed ones. */
-  private readonly udpEndpoints = new Map<string, Set<string>>();
+  private readonly conntrack: UdpConntrack;
 
   constructor(private readonly o: IptablesProxierOptions) {
     this.tracker = new ChangeTracker(o.nodeName);
     this.now = o.now ?? (() => performance.now());
+    this.conntrack = new UdpConntrack(o.conntrack);
     for (const family of FAMILIES) {
       const ipt = o.clients.iptables[family];
       if (ipt) this.families.set(family, { family, ipt, rules: new Map(), written: new Map(), dirty: new Set(), synced: false, largeCluster: false });
@@ -292,7 +291,7 @@ export class IptablesProxier {
     this.needFull = false;
     if (full) this.lastFullAt = t0;
     this.o.metrics?.countKernelOps('iptables', 'ok', Object.keys(families).length);
-    await this.cleanConntrack(changed);
+    await this.conntrack.clean(state, changed);
     if (!this.leftoversDone) await this.removeLeftovers();
     phase('leftovers');
 
@@ -383,38 +382,6 @@ export class IptablesProxier {
       else this.o.logger.info({ step: s.step, result: s.result }, 'removed IPVS-mode leftovers');
     }
     this.leftoversDone = true;
-  }
-
-  /**
-   * UDP has no connection end: conntrack entries keep sending a flow to a removed endpoint, and
-   * entries created while a service had no endpoints keep it black-holed. Clears both (what
-   * kube-proxy's conntrack.CleanStaleEntries is for).
-   */
-  private async cleanConntrack(changed: ReadonlySet<string>): Promise<void> {
-    const state = this.tracker.state();
-    const run = this.o.conntrack ?? ((args: string[]) => promisify(execFile)('conntrack', args).catch(() => undefined)); // exit 1: no entries
-    for (const key of changed) {
-      const svc = state.services.get(key);
-      const before = this.udpEndpoints.get(key);
-      if (!svc || svc.protocol !== 'udp') {
-        this.udpEndpoints.delete(key);
-        continue;
-      }
-      const now = new Set((state.endpoints.get(key) ?? []).filter((ep: EndpointInfo) => ep.ready || (ep.serving && ep.terminating)).map((ep) => ep.address));
-      this.udpEndpoints.set(key, now);
-      const vips = [...svc.clusterIPs, ...svc.externalIPs, ...svc.loadBalancerIPs];
-      const f = (ip: string) => (familyOf(ip) === 'ipv6' ? 'ipv6' : 'ipv4');
-      // Entries that were never DNATed (made while the service had no endpoint, or before this
-      // process knew): their reply comes from the VIP itself. DNATed flows are left alone.
-      if ((before === undefined || before.size === 0) && now.size > 0) {
-        for (const vip of vips) await run(['-D', '-f', f(vip), '-p', 'udp', '--orig-dst', vip, '--orig-port-dst', String(svc.port), '--reply-src', vip]);
-      }
-      for (const ep of before ?? []) {
-        if (now.has(ep)) continue;
-        for (const vip of vips) if (f(vip) === f(ep)) await run(['-D', '-f', f(ep), '-p', 'udp', '--orig-dst', vip, '--orig-port-dst', String(svc.port), '--dst-nat', ep]);
-        if (svc.nodePort !== null) await run(['-D', '-f', f(ep), '-p', 'udp', '--orig-port-dst', String(svc.nodePort), '--dst-nat', ep]);
-      }
-    }
   }
 
   /** Health-check node ports of eTP Local services: port -> service and local ready endpoints (first claimant wins). */
