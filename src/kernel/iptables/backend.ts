@@ -68,7 +68,8 @@ function countRules(saveOutput: string): number {
 export async function detectBackendWithReason(opts: DetectOptions = {}): Promise<Detection> {
   const exec = opts.exec ?? spawnExec;
   const bin = { ...DETECT_DEFAULTS, ...opts.binaries };
-  const timeoutMs = opts.timeoutMs ?? 5000;
+  // Generous: a timeout reads as "no rules" and could pick the wrong backend on a slow node.
+  const timeoutMs = opts.timeoutMs ?? 30_000;
   const run = async (file: string, args: string[]): Promise<string> => {
     try {
       const r = await exec(file, args, { timeoutMs });
