@@ -97,7 +97,7 @@ describe('switching modes and falling back', () => {
       expect(d.log).toMatch(/WARN IPVS is unavailable: falling back to the iptables proxy mode .*reason="the kernel has no IPVS generic netlink family.*modprobe ip_vs did not help"/);
       expect(await (await fetch('http://127.0.0.1:10249/proxyMode')).text()).toBe('iptables');
       const targets = ['tcp:10.96.0.10:80', 'tcp:10.250.0.1:30080', 'tcp:10.250.0.200:80', 'udp:10.96.0.53:53'];
-      expect(fromClient(15, ...targets)).toEqual(Object.fromEntries(targets.map((t) => [t, BACKENDS])));
+      expect(fromClient(40, ...targets)).toEqual(Object.fromEntries(targets.map((t) => [t, BACKENDS])));
       expect(fromClient(8, 'tcp:10.96.0.12:80')['tcp:10.96.0.12:80']).toHaveLength(1); // affinity
     } finally {
       expect(await d.stop()).toBe(0);
