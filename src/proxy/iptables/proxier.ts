@@ -15,11 +15,12 @@ import { DEFAULT_DUMMY_LINK, type LinkClient } from '../../kernel/link.js';
 import type { Logger } from '../../log.js';
 import { familyOf, inCidr, type Family } from '../../model/ip.js';
 import type { ObjectError, ServicePortInfo } from '../../model/service.js';
-import { isNodeEligible, type ProxyHealth } from '../../server/health.js';
+import type { ProxyHealth } from '../../server/health.js';
 import type { ProxyMetrics } from '../../server/metrics.js';
 import type { ServiceHealthServers, ServiceHealthTarget } from '../../server/servicehealth.js';
 import type { SourceHandler } from '../../source/types.js';
 import { ChangeTracker } from '../changetracker.js';
+import { trackerHandler } from '../handler.js';
 import { formatCidr, parseCidr } from '../ipvs/desired-net.js';
 import { masqueradeMark } from '../ipvs/rules.js';
 import { applySysctls } from '../ipvs/sysctl.js';
@@ -137,22 +138,7 @@ export class IptablesProxier {
 
   /** The SourceHandler that feeds the tracker; `onChange` asks the runner for a sync. */
   handler(onChange: () => void): SourceHandler {
-    const changed = () => {
-      this.o.health?.queued();
-      this.o.metrics?.syncQueued();
-      onChange();
-    };
-    return {
-      onService: (k, s) => (this.tracker.onService(k, s), changed()),
-      onEndpointSlice: (k, s) => (this.tracker.onEndpointSlice(k, s), changed()),
-      onNode: (n) => {
-        this.tracker.onNode(n);
-        if (n) this.o.health?.setNodeEligible(isNodeEligible(n));
-        changed();
-      },
-      onError: (e) => this.o.logger.error({ object: e.object, reason: e.reason }, 'rejected object'),
-      onSynced: () => this.o.logger.info('sources synced'),
-    };
+    return trackerHandler(this.tracker, this.o, onChange);
   }
 
   /** One-time node setup: forwarding, and whether conntrack is liberal (then INVALID is not dropped). */

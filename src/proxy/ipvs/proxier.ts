@@ -13,11 +13,12 @@ import type { LinkClient } from '../../kernel/link.js';
 import type { Logger } from '../../log.js';
 import { familyOf, inCidr } from '../../model/ip.js';
 import type { ObjectError } from '../../model/service.js';
-import { isNodeEligible, type ProxyHealth } from '../../server/health.js';
+import type { ProxyHealth } from '../../server/health.js';
 import type { ProxyMetrics } from '../../server/metrics.js';
 import type { ServiceHealthServers } from '../../server/servicehealth.js';
 import type { SourceHandler } from '../../source/types.js';
 import { ChangeTracker } from '../changetracker.js';
+import { trackerHandler } from '../handler.js';
 import { applyPlan } from './apply.js';
 import { desiredForService } from './desired.js';
 import { GracefulState, refreshDraining } from './graceful.js';
@@ -87,22 +88,7 @@ export class IpvsProxier {
 
   /** The SourceHandler that feeds the tracker; `onChange` asks the runner for a sync. */
   handler(onChange: () => void): SourceHandler {
-    const changed = () => {
-      this.o.health?.queued();
-      this.o.metrics?.syncQueued();
-      onChange();
-    };
-    return {
-      onService: (k, s) => (this.tracker.onService(k, s), changed()),
-      onEndpointSlice: (k, s) => (this.tracker.onEndpointSlice(k, s), changed()),
-      onNode: (n) => {
-        this.tracker.onNode(n);
-        if (n) this.o.health?.setNodeEligible(isNodeEligible(n));
-        changed();
-      },
-      onError: (e) => this.o.logger.error({ object: e.object, reason: e.reason }, 'rejected object'),
-      onSynced: () => this.o.logger.info('sources synced'),
-    };
+    return trackerHandler(this.tracker, this.o, onChange);
   }
 
   private context(): DesiredContext {
