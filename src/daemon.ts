@@ -136,6 +136,7 @@ export async function runDaemon(config: Config, logger: Logger): Promise<number>
   }
   if (config.metricsBindAddress) {
     const s = new MetricsServer(metrics, config.metricsBindAddress, mode);
+    s.setConfig(config);
     await s.start();
     servers.push(s);
   }
