@@ -14,13 +14,13 @@ import { defaultIsOwned, planRestore, type Iptables, type TableSpec } from '../.
 import { DEFAULT_DUMMY_LINK, type LinkClient } from '../../kernel/link.js';
 import type { Logger } from '../../log.js';
 import { familyOf, inCidr, type Family } from '../../model/ip.js';
-import type { ObjectError, ServicePortInfo } from '../../model/service.js';
+import type { ServicePortInfo } from '../../model/service.js';
 import type { ProxyHealth } from '../../server/health.js';
 import type { ProxyMetrics } from '../../server/metrics.js';
 import type { ServiceHealthServers, ServiceHealthTarget } from '../../server/servicehealth.js';
 import type { SourceHandler } from '../../source/types.js';
 import { ChangeTracker } from '../changetracker.js';
-import { trackerHandler } from '../handler.js';
+import { ErrorReporter, trackerHandler } from '../handler.js';
 import { formatCidr, parseCidr } from '../ipvs/desired-net.js';
 import { masqueradeMark } from '../ipvs/rules.js';
 import { applySysctls } from '../ipvs/sysctl.js';
@@ -121,12 +121,14 @@ export class IptablesProxier {
   private dropInvalid = true;
   private nodePortAddresses: string[] = [];
   private nodeIPs: string[] = [];
-  private readonly reported = new Set<string>();
   /** Services (`ns/name`) already told that their scheduler annotation cannot be honoured. */
   private readonly schedulerWarned = new Set<string>();
   private readonly conntrack: UdpConntrack;
 
+  private readonly errors: ErrorReporter;
+
   constructor(private readonly o: IptablesProxierOptions) {
+    this.errors = new ErrorReporter(o.logger);
     this.tracker = new ChangeTracker(o.nodeName);
     this.now = o.now ?? (() => performance.now());
     this.conntrack = new UdpConntrack(o.conntrack);
@@ -283,7 +285,7 @@ export class IptablesProxier {
 
     const healthErrors = (await this.o.serviceHealth?.sync(this.healthChecks())) ?? [];
     phase('health');
-    this.report([...this.tracker.errors(), ...healthErrors]);
+    this.errors.report([...this.tracker.errors(), ...healthErrors]);
     this.o.metrics?.setNoLocalEndpoints(this.noLocalEndpoints());
     const durationMs = Math.round((this.now() - t0) * 10) / 10;
     const report: IptablesSyncReport = { full, durationMs, changedServices: changed.size, families, errors: 0, phases };
@@ -390,14 +392,6 @@ export class IptablesProxier {
       if (r.noLocalEndpoints.external) out.external++;
     }
     return out;
-  }
-
-  /** Logs each object error once (until it goes away and comes back). */
-  private report(errors: ObjectError[]): void {
-    const now = new Set(errors.map((e) => `${e.object}: ${e.reason}`));
-    for (const e of errors) if (!this.reported.has(`${e.object}: ${e.reason}`)) this.o.logger.error({ object: e.object, reason: e.reason }, 'cannot program object');
-    this.reported.clear();
-    for (const k of now) this.reported.add(k);
   }
 
   close(): void {

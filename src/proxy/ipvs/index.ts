@@ -159,6 +159,8 @@ export class DesiredIndex {
   /** Claimants of each virtual server, in claim order; the first owns it. */
   private readonly claims = new Map<VirtualServerId, string[]>();
   private readonly owned = new Map<VirtualServerId, OwnedVirtualServer>();
+  /** Kept as `owned` changes, so metrics and the IPv6 check cost nothing per sync. */
+  private readonly totals = { realServers: 0, ipv6: 0 };
   /** Virtual servers claimed by more than one service. */
   private readonly contested = new Set<VirtualServerId>();
   private readonly entryRefs = new Map<string, Map<string, number>>();
@@ -181,7 +183,7 @@ export class DesiredIndex {
       const before = old.virtualServers.get(id);
       if (!before) this.claim(id, key, vs, delta);
       else if (this.owned.get(id)?.owner === key) {
-        this.owned.set(id, { ...vs, owner: key });
+        this.own(id, { ...vs, owner: key });
         if (!sameService(before.service, vs.service) || !sameDestinations(before.destinations, vs.destinations)) delta.virtualServers.add(id);
       }
     }
@@ -239,7 +241,7 @@ export class DesiredIndex {
     const list = this.claims.get(id);
     if (!list) {
       this.claims.set(id, [key]);
-      this.owned.set(id, { ...vs, owner: key });
+      this.own(id, { ...vs, owner: key });
       delta.virtualServers.add(id);
       return;
     }
@@ -257,10 +259,30 @@ export class DesiredIndex {
     const heir = list[0];
     if (heir === undefined) {
       this.claims.delete(id);
-      this.owned.delete(id);
+      this.disown(id);
       return;
     }
-    this.owned.set(id, { ...this.contributions.get(heir)!.virtualServers.get(id)!, owner: heir });
+    this.own(id, { ...this.contributions.get(heir)!.virtualServers.get(id)!, owner: heir });
+  }
+
+  private own(id: VirtualServerId, v: OwnedVirtualServer): void {
+    this.disown(id);
+    this.owned.set(id, v);
+    this.totals.realServers += v.destinations.length;
+    if (v.service.family === 'ipv6') this.totals.ipv6++;
+  }
+
+  private disown(id: VirtualServerId): void {
+    const v = this.owned.get(id);
+    if (!v) return;
+    this.owned.delete(id);
+    this.totals.realServers -= v.destinations.length;
+    if (v.service.family === 'ipv6') this.totals.ipv6--;
+  }
+
+  /** Desired virtual servers, their real servers, and how many of the servers are IPv6. */
+  counts(): { virtualServers: number; realServers: number; ipv6VirtualServers: number } {
+    return { virtualServers: this.owned.size, realServers: this.totals.realServers, ipv6VirtualServers: this.totals.ipv6 };
   }
 
   private ref(set: string, entry: string, delta: DesiredDelta): void {

@@ -12,13 +12,12 @@ import type { Iptables } from '../../kernel/iptables.js';
 import type { LinkClient } from '../../kernel/link.js';
 import type { Logger } from '../../log.js';
 import { familyOf, inCidr } from '../../model/ip.js';
-import type { ObjectError } from '../../model/service.js';
 import type { ProxyHealth } from '../../server/health.js';
 import type { ProxyMetrics } from '../../server/metrics.js';
 import type { ServiceHealthServers } from '../../server/servicehealth.js';
 import type { SourceHandler } from '../../source/types.js';
 import { ChangeTracker } from '../changetracker.js';
-import { trackerHandler } from '../handler.js';
+import { ErrorReporter, trackerHandler } from '../handler.js';
 import { applyPlan } from './apply.js';
 import { desiredForService } from './desired.js';
 import { GracefulState, refreshDraining } from './graceful.js';
@@ -75,13 +74,15 @@ export class IpvsProxier {
   private lastFullAt = -Infinity;
   private nodePortAddresses: string[] = [];
   private readonly iptablesText = new Map<string, string>();
-  private readonly reported = new Set<string>();
   /** Objects whose ops failed: looked at again by the next (partial) sync. */
   private retryScope: DesiredDelta = emptyDelta();
   private readonly now: () => number;
   private started = false;
 
+  private readonly errors: ErrorReporter;
+
   constructor(private readonly o: ProxierOptions) {
+    this.errors = new ErrorReporter(o.logger);
     this.tracker = new ChangeTracker(o.nodeName);
     this.now = o.now ?? (() => performance.now());
   }
@@ -173,7 +174,7 @@ export class IpvsProxier {
     phase('iptables');
     const healthErrors = (await this.o.serviceHealth?.sync(this.index.healthChecks())) ?? [];
     phase('health');
-    this.report([...this.tracker.errors(), ...this.index.errors(), ...result.errors.map((e) => ({ object: e.object, reason: e.error.message })), ...healthErrors]);
+    this.errors.report([...this.tracker.errors(), ...this.index.errors(), ...result.errors.map((e) => ({ object: e.object, reason: e.error.message })), ...healthErrors]);
     if (full) this.lastFullAt = t0;
     const durationMs = this.now() - t0;
     const report: SyncReport = { full, durationMs, changedServices: changed.size, ops: p.counts, errors: result.errors.length, phases };
@@ -188,8 +189,8 @@ export class IpvsProxier {
     const m = this.o.metrics;
     if (!m) return;
     m.observeSync(durationMs, full ? 'full' : 'partial', !result.retry);
-    const vs = [...this.index.virtualServers().values()];
-    m.setCounts({ virtualServers: vs.length, realServers: vs.reduce((n, v) => n + v.destinations.length, 0) });
+    const { virtualServers, realServers } = this.index.counts();
+    m.setCounts({ virtualServers, realServers });
     m.countKernelOps('ipvs', 'ok', result.counts.ipvsOps);
     m.countKernelOps('ipset', 'ok', result.counts.ipsetEntries);
     m.countKernelOps('address', 'ok', result.counts.addresses);
@@ -199,7 +200,7 @@ export class IpvsProxier {
   /** kube-proxy's IPVS-mode chains, per family; a restore only when the rules changed (or on a full sync). */
   private async syncIptables(full: boolean): Promise<void> {
     const nonEmpty = new Set(this.index.allSets().filter((s) => this.index.ipsetEntries(s).size > 0));
-    const hasIpv6 = [...this.index.virtualServers().values()].some((v) => v.service.family === 'ipv6');
+    const hasIpv6 = this.index.counts().ipv6VirtualServers > 0;
     for (const [family, ipt] of Object.entries(this.o.clients.iptables) as Array<['ipv4' | 'ipv6', Iptables | null]>) {
       // Like kube-proxy's per-family proxiers: no ip6tables work on a node without IPv6 services
       // (once written, the IPv6 rules are kept in sync, so they are removed when those go away).
@@ -221,14 +222,6 @@ export class IpvsProxier {
       const args = ['-D', '-f', family, '-p', 'udp', '--orig-dst', s.vip, '--orig-port-dst', String(s.port), '--dst-nat', s.endpoint];
       await promisify(execFile)('conntrack', args).catch(() => undefined); // exit 1: no entries
     }
-  }
-
-  /** Logs each object error once (until it goes away and comes back). */
-  private report(errors: ObjectError[]): void {
-    const now = new Set(errors.map((e) => `${e.object}: ${e.reason}`));
-    for (const e of errors) if (!this.reported.has(`${e.object}: ${e.reason}`)) this.o.logger.error({ object: e.object, reason: e.reason }, 'cannot program object');
-    this.reported.clear();
-    for (const k of now) this.reported.add(k);
   }
 
   close(): void {
