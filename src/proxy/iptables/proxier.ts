@@ -20,6 +20,7 @@ import type { ProxyMetrics } from '../../server/metrics.js';
 import type { ServiceHealthServers, ServiceHealthTarget } from '../../server/servicehealth.js';
 import type { SourceHandler } from '../../source/types.js';
 import { ChangeTracker } from '../changetracker.js';
+import { nodeZone } from '../topology.js';
 import { ErrorReporter, trackerHandler } from '../handler.js';
 import { formatCidr, parseCidr } from '../ipvs/desired-net.js';
 import { masqueradeMark } from '../ipvs/rules.js';
@@ -175,6 +176,7 @@ export class IptablesProxier {
     return {
       family: f,
       nodeName,
+      zone: nodeZone(this.tracker.state().node),
       masqueradeAll: config.masqueradeAll,
       masqueradeMark: masqueradeMark(config.masqueradeBit),
       clusterCIDR: cidr ? formatCidr(cidr) : null,

@@ -17,6 +17,7 @@ import type { ProxyMetrics } from '../../server/metrics.js';
 import type { ServiceHealthServers } from '../../server/servicehealth.js';
 import type { SourceHandler } from '../../source/types.js';
 import { ChangeTracker } from '../changetracker.js';
+import { nodeZone } from '../topology.js';
 import { ErrorReporter, trackerHandler } from '../handler.js';
 import { applyPlan } from './apply.js';
 import { desiredForService } from './desired.js';
@@ -93,7 +94,7 @@ export class IpvsProxier {
   }
 
   private context(): DesiredContext {
-    return { config: this.o.config, nodeName: this.o.nodeName, nodePortAddresses: this.nodePortAddresses };
+    return { config: this.o.config, nodeName: this.o.nodeName, zone: nodeZone(this.tracker.state().node), nodePortAddresses: this.nodePortAddresses };
   }
 
   /** Local addresses NodePorts listen on: --nodeport-addresses CIDRs, `primary`, or all. */
