@@ -14,6 +14,8 @@ assertIsolated();
 const REPO = new URL('../../../', import.meta.url).pathname;
 const sh = (cmd: string, ...args: string[]) => execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 const ipvsadm = () => sh('ipvsadm', '-Sn');
+/** How long a change may take to reach the kernel on a loaded machine (UML makes syscalls slow). */
+const SLOW = 45_000;
 
 /** N fresh connections from the client namespace to `target`: backend → count. */
 function fromClient(count: number, target: string): Record<string, number> {
@@ -76,7 +78,7 @@ afterAll(async () => {
 
 describe('topology-aware routing (IPVS)', () => {
   it('a node in zone-a sends cluster IP and NodePort traffic only to the zone-a backends', async () => {
-    await waitFor('the zone-a real servers', () => realServers().join() === 'be1 1,be2 1');
+    await waitFor('the zone-a real servers', () => realServers().join() === 'be1 1,be2 1', SLOW);
     expect(fromClient(12, 'tcp:10.96.0.30:80')).toEqual({ be1: 6, be2: 6 });
     expect(fromClient(12, 'tcp:10.250.0.1:30090')).toEqual({ be1: 6, be2: 6 });
   });
@@ -84,21 +86,21 @@ describe('topology-aware routing (IPVS)', () => {
   it('relabelling the node to zone-b moves new connections to the zone-b backend', async () => {
     manifests.write('node.yaml', node('zone-b'));
     // be1 and be2 drain (weight 0) while be3 takes every new connection.
-    await waitFor('the zone-b real server', () => realServers().some((s) => s === 'be3 1') && !realServers().some((s) => s.endsWith(' 1') && s !== 'be3 1'));
+    await waitFor('the zone-b real server', () => realServers().some((s) => s === 'be3 1') && !realServers().some((s) => s.endsWith(' 1') && s !== 'be3 1'), SLOW);
     expect(fromClient(12, 'tcp:10.96.0.30:80')).toEqual({ be3: 12 });
   });
 
   it('without hints every backend gets traffic again', async () => {
     manifests.write('zoned.yaml', `${SERVICE}---${slice(false)}`);
-    await waitFor('all three real servers', () => realServers().join() === 'be1 1,be2 1,be3 1');
+    await waitFor('all three real servers', () => realServers().join() === 'be1 1,be2 1,be3 1', SLOW);
     expect(fromClient(12, 'tcp:10.96.0.30:80')).toEqual({ be1: 4, be2: 4, be3: 4 });
   });
 
   it('a node zone that no endpoint is hinted for uses every endpoint', async () => {
     manifests.write('zoned.yaml', `${SERVICE}---${slice(true)}`);
-    await waitFor('the zone-b real server alone', () => realServers().filter((s) => s.endsWith(' 1')).join() === 'be3 1');
+    await waitFor('the zone-b real server alone', () => realServers().filter((s) => s.endsWith(' 1')).join() === 'be3 1', SLOW);
     manifests.write('node.yaml', node('zone-c'));
-    await waitFor('all three real servers', () => realServers().join() === 'be1 1,be2 1,be3 1');
+    await waitFor('all three real servers', () => realServers().join() === 'be1 1,be2 1,be3 1', SLOW);
     expect(fromClient(12, 'tcp:10.96.0.30:80')).toEqual({ be1: 4, be2: 4, be3: 4 });
   });
 });
