@@ -14,8 +14,8 @@ export async function fetchDesired(url: string, timeoutMs = 3000): Promise<Desir
   try {
     res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
   } catch (e) {
-    const cause = (e as { cause?: { code?: string } }).cause?.code;
-    throw new Error(`${url}: ${cause ?? (e as Error).message}`);
+    const cause = (e as { cause?: { code?: string; message?: string } }).cause;
+    throw new Error(`${url}: ${cause?.code ?? cause?.message ?? (e as Error).message}`);
   }
   const body = await res.text();
   if (!res.ok) throw new Error(`${url}: HTTP ${res.status} ${body.trim()}`);
