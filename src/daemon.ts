@@ -163,6 +163,7 @@ export async function runDaemon(config: Config, logger: Logger): Promise<number>
   await runner.stop();
   await source.stop();
   await Promise.all(servers.map((s) => s.stop()));
+  await serviceHealth.close(); // health-check node port listeners would keep the process alive
   proxier.close();
   return 0;
 }
