@@ -1,16 +1,17 @@
-// `kube-ipvs-proxy inspect`: what the kernel holds for this proxy, as a table or JSON.
-import { NetlinkIpvsClient, type IpvsAvailability, type ServiceWithDestinations } from './kernel/ipvs/client.js';
-import type { IpvsInfo } from './kernel/ipvs/types.js';
-import { filterServices, joinDesired, kernelDestination, type InspectFilter, type InspectService } from './inspect/join.js';
+// `kube-ipvs-proxy inspect`: what the kernel holds for this proxy, as a table or JSON; with the
+// daemon's desired state (GET /desired), each virtual server attributed and compared (inspect/join.ts).
 import type { Config } from './config.js';
 import { desiredUrl, fetchDesired } from './inspect/desired-client.js';
+import { filterServices, joinDesired, kernelDestination, type InspectFilter, type InspectService } from './inspect/join.js';
 import { formatIpvs } from './inspect/table.js';
-import type { DesiredStateDoc } from './server/desired.js';
-import { trafficByService, type ServiceTraffic } from './server/service-stats.js';
 import { NetlinkIpsetClient } from './kernel/ipset/client.js';
 import type { IpsetClient } from './kernel/ipset/types.js';
 import { Iptables } from './kernel/iptables.js';
+import { NetlinkIpvsClient, type IpvsAvailability, type ServiceWithDestinations } from './kernel/ipvs/client.js';
+import type { IpvsInfo } from './kernel/ipvs/types.js';
 import { DEFAULT_DUMMY_LINK, NetlinkLinkClient, type LinkClient } from './kernel/link.js';
+import type { DesiredStateDoc } from './server/desired.js';
+import { trafficByService, type ServiceTraffic } from './server/service-stats.js';
 
 export type { InspectDestination, InspectService, JoinStatus } from './inspect/join.js';
 
@@ -154,6 +155,9 @@ export async function gatherInspect(sources: InspectSources = realSources, optio
   };
   report.mode = modeOf(report);
   await attribute(report, sources.desired, options);
+  if (options.service !== undefined && !report.desired?.available) {
+    errors.push({ section: 'filter', message: `--service ${options.service}: needs the daemon's desired state, which is unavailable` });
+  }
   if (errors.length) report.errors = errors;
   return report;
 }

@@ -177,8 +177,8 @@ export interface MetricsServerOptions {
 
 /**
  * kube-proxy's metrics server: /metrics, /proxyMode (plain text), /healthz ("ok", as the
- * generic healthz handler kube-proxy installs there) and /configz (the configuration as JSON
- * under "kubeproxy.config.k8s.io").
+ * generic healthz handler kube-proxy installs there), /configz (the configuration as JSON
+ * under "kubeproxy.config.k8s.io") and ours, /desired (the IPVS desired state, read-only JSON).
  */
 export class MetricsServer extends HttpEndpoint {
   protected readonly http: HttpServer;

@@ -141,6 +141,9 @@ describe('joining the kernel with the desired state', () => {
     expect(s).toHaveLength(4);
     expect(s.every((v) => v.owner === undefined && v.status === undefined && v.destinations.every((d) => d.state === undefined))).toBe(true);
     expect(formatInspect(r)).toContain('desired state: unavailable (http://127.0.0.1:1/desired: ECONNREFUSED); kernel view only\n');
+    const filtered = await gatherInspect(sources(down), { service: 'demo/web' });
+    expect(filtered.ipvs.available && filtered.ipvs.services).toEqual([]);
+    expect(filtered.errors).toEqual([{ section: 'filter', message: "--service demo/web: needs the daemon's desired state, which is unavailable" }]);
   });
 
   it('the table shows owner, endpoint state and disagreements; --json the same as data', async () => {
