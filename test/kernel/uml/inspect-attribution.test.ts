@@ -130,7 +130,7 @@ beforeAll(async () => {
 afterAll(async () => {
   held?.close();
   await daemon?.stop();
-  execFileSync('sh', ['-c', `sh ${REPO}examples/demo/network.sh down; ${process.execPath} ${CLI} cleanup >/dev/null 2>&1; true`]);
+  execFileSync('sh', ['-c', `sh ${REPO}examples/demo/network.sh down; ${process.execPath} ${CLI} cleanup >/dev/null 2>&1; ipvsadm -C; true`]);
   manifests?.remove();
 });
 
