@@ -15,6 +15,7 @@ import { IpvsProxier } from './proxy/ipvs/proxier.js';
 import { BoundedFrequencyRunner } from './proxy/runner.js';
 import { HealthServer, ProxyHealth } from './server/health.js';
 import { MetricsServer, ProxyMetrics, type ProxyMode } from './server/metrics.js';
+import { serveIpvsViews } from './server/ipvs-views.js';
 import { ServiceHealthServers } from './server/servicehealth.js';
 import type { ProxySource, SourceHandler } from './source/types.js';
 
@@ -139,6 +140,7 @@ export async function runDaemon(config: Config, logger: Logger): Promise<number>
     s.setConfig(config);
     await s.start();
     servers.push(s);
+    if (proxier instanceof IpvsProxier) servers.push(await serveIpvsViews(s, () => proxier.desiredView(), config, nodeName, logger));
   }
   const runner = new BoundedFrequencyRunner(async () => void (await proxier.sync({})), {
     minIntervalMs: config.minSyncPeriodMs,
@@ -161,6 +163,7 @@ export async function runDaemon(config: Config, logger: Logger): Promise<number>
   await runner.stop();
   await source.stop();
   await Promise.all(servers.map((s) => s.stop()));
+  await serviceHealth.close(); // health-check node port listeners would keep the process alive
   proxier.close();
   return 0;
 }

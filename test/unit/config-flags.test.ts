@@ -17,7 +17,7 @@ function issues(...argv: string[]): readonly string[] {
 
 describe('parseArgs: values', () => {
   it('with no arguments runs the daemon with the defaults', () => {
-    expect(parseArgs([], noFile)).toEqual({ command: 'run', config: defaultConfig(), json: false, help: false, warnings: [] });
+    expect(parseArgs([], noFile)).toEqual({ command: 'run', config: defaultConfig(), json: false, inspect: { stats: false }, help: false, warnings: [] });
   });
 
   it('maps every kube-proxy flag to its Config field', () => {
@@ -121,6 +121,11 @@ describe('parseArgs: commands', () => {
   it('recognises inspect [--json] and cleanup, before or after the flags', () => {
     expect(parseArgs(['inspect'], noFile)).toMatchObject({ command: 'inspect', json: false });
     expect(parseArgs(['--kubeconfig=/k', 'inspect', '--json'], noFile)).toMatchObject({ command: 'inspect', json: true, config: { kubeconfig: '/k' } });
+    expect(parseArgs(['inspect', '--stats', '--service', 'demo/web', '--vip=[fd00::1]:80'], noFile).inspect).toEqual({ stats: true, service: 'demo/web', vip: '[fd00::1]:80' });
+    expect(() => parseArgs(['inspect', '--service', 'web', '--vip', '10.0.0.1:99999'], noFile)).toThrow(/--service: expected NAMESPACE\/NAME[\s\S]*--vip: expected IP/);
+    expect(() => parseArgs(['--stats'], noFile)).toThrow(/--stats: only valid with the inspect command/);
+    expect(parseArgs(['--metrics-service-stats', '--metrics-service-stats-max=20', '--metrics-service-stats-period', '5s'], noFile).config.serviceStats).toEqual({ enabled: true, maxServices: 20, periodMs: 5000 });
+    expect(() => parseArgs(['--metrics-service-stats-period=100ms'], noFile)).toThrow(/--metrics-service-stats-period: must be at least 1s/);
     expect(parseArgs(['cleanup', '--ipvs-exclude-cidrs=10.0.0.0/8'], noFile).command).toBe('cleanup');
     expect(parseArgs(['run', '--once'], noFile).command).toBe('run');
   });

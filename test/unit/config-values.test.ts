@@ -91,6 +91,7 @@ describe('ConfigSchema', () => {
       dryRun: false,
       gracefulTerminationTimeoutMs: 900_000,
       log: { format: 'json', verbosity: 0 },
+      serviceStats: { enabled: false, maxServices: 500, periodMs: 15_000 },
     });
     expect(defaultConfig()).not.toBe(defaultConfig());
   });

@@ -14,6 +14,7 @@ import type { Logger } from '../../log.js';
 import { familyOf, inCidr } from '../../model/ip.js';
 import type { ProxyHealth } from '../../server/health.js';
 import type { ProxyMetrics } from '../../server/metrics.js';
+import type { DesiredView } from '../../server/desired.js';
 import type { ServiceHealthServers } from '../../server/servicehealth.js';
 import type { SourceHandler } from '../../source/types.js';
 import { ChangeTracker } from '../changetracker.js';
@@ -86,6 +87,11 @@ export class IpvsProxier {
     this.errors = new ErrorReporter(o.logger);
     this.tracker = new ChangeTracker(o.nodeName);
     this.now = o.now ?? (() => performance.now());
+  }
+
+  /** Read-only view of the desired state, for the /desired endpoint and the traffic metrics. */
+  desiredView(): DesiredView {
+    return { virtualServers: this.index.virtualServers(), state: this.tracker.state(), draining: this.graceful.draining };
   }
 
   /** The SourceHandler that feeds the tracker; `onChange` asks the runner for a sync. */
