@@ -73,7 +73,7 @@ export const FLAG_DEFS: readonly FlagDef[] = [
   def('once', 'bool', '', '', 'Sync once, then exit.', { path: 'once', convert: toBool, ours: true }),
   def('dry-run', 'bool', '', '', 'Compute and print what would change; never touch the kernel.', { path: 'dryRun', convert: toBool, ours: true }),
   def('cleanup', 'bool', '', '', 'Remove the IPVS, ipset and iptables state this proxy creates, then exit (same as the cleanup command).', { special: 'cleanup', convert: toBool }),
-  def('log-format', 'value', 'FORMAT', 'json', "Log format: 'json' or 'text'.", { path: 'log.format', aliases: ['logging-format'], ours: true }),
+  def('logging-format', 'value', 'FORMAT', 'text', "Log format: 'text' (one line per event, as kube-proxy's klog) or 'json'.", { path: 'log.format', aliases: ['log-format'] }),
   def('v', 'value', 'LEVEL', '0', 'Log verbosity: 0 info, 2 debug, 4 and above trace.', { path: 'log.verbosity', convert: toInt }),
   def('json', 'bool', '', '', 'inspect: print JSON.', { special: 'json', convert: toBool, ours: true }),
   def('help', 'bool', '', '', 'Print this help.', { special: 'help', convert: toBool, aliases: ['h'] }),

@@ -39,7 +39,7 @@ const VALUE_SETS: Record<string, object> = {
   },
   'custom scheduler': {
     ipvs: { scheduler: 'mh', strictARP: true, excludeCIDRs: ['10.0.0.0/8', 'fd00::/64'], tcpTimeout: '15m', tcpFinTimeout: '2m', udpTimeout: '5m' },
-    nodePortAddresses: ['192.168.0.0/16'], logging: { format: 'text', verbosity: 2 },
+    nodePortAddresses: ['192.168.0.0/16'], logging: { format: 'json', verbosity: 2 },
   },
   'ServiceMonitor on': { serviceMonitor: { enabled: true, labels: { release: 'prometheus' }, metricRelabelings: [{ action: 'drop', regex: 'go_.*', sourceLabels: ['__name__'] }] } },
   everything: {
@@ -291,7 +291,7 @@ describe('chart values reach the daemon', () => {
       clusterCIDRs: [], nodePortAddresses: [],
       healthzBindAddress: { host: '0.0.0.0', port: 10256 }, metricsBindAddress: { host: '127.0.0.1', port: 10249 },
       ipvs: { scheduler: 'rr', strictARP: false, excludeCIDRs: [], tcpTimeoutMs: 0, tcpFinTimeoutMs: 0, udpTimeoutMs: 0 },
-      log: { format: 'json', verbosity: 0 },
+      log: { format: 'text', verbosity: 0 },
     });
     expect(config.kubeconfig).toBeUndefined();
     const kinds = objects('default').map((o) => o.kind);
@@ -311,7 +311,7 @@ describe('chart values reach the daemon', () => {
   it('custom scheduler, strict ARP, exclude CIDRs, IPVS timeouts, NodePort addresses, logging', () => {
     expect(daemonConfig('custom scheduler').config).toMatchObject({
       ipvs: { scheduler: 'mh', strictARP: true, excludeCIDRs: ['10.0.0.0/8', 'fd00::/64'], tcpTimeoutMs: 900_000, tcpFinTimeoutMs: 120_000, udpTimeoutMs: 300_000 },
-      nodePortAddresses: ['192.168.0.0/16'], log: { format: 'text', verbosity: 2 },
+      nodePortAddresses: ['192.168.0.0/16'], log: { format: 'json', verbosity: 2 },
     });
   });
 

@@ -90,7 +90,7 @@ describe('ConfigSchema', () => {
       once: false,
       dryRun: false,
       gracefulTerminationTimeoutMs: 900_000,
-      log: { format: 'json', verbosity: 0 },
+      log: { format: 'text', verbosity: 0 },
     });
     expect(defaultConfig()).not.toBe(defaultConfig());
   });
