@@ -226,7 +226,6 @@ describe.each(Object.keys(VALUE_SETS))('chart rendered with %s values', (set) =>
     if (!rbac) return;
     const role = one(set, 'ClusterRole');
     expect(rbacTriples(role.rules)).toEqual([
-      'core/events:create', 'core/events:patch',
       'core/nodes:list', 'core/nodes:watch',
       'core/services:list', 'core/services:watch',
       'discovery.k8s.io/endpointslices:list', 'discovery.k8s.io/endpointslices:watch',
@@ -262,6 +261,14 @@ describe('chart RBAC against the source', () => {
     expect([...used].sort()).toEqual(['core/nodes', 'core/services', 'discovery.k8s.io/endpointslices']);
     const granted = rbacTriples(one('default', 'ClusterRole').rules);
     for (const r of used) for (const v of ['list', 'watch']) expect(granted).toContain(`${r}:${v}`);
+  });
+
+  it('grants create and patch on events.k8s.io Events, the only API the Event recorder writes', () => {
+    const recorder = readFileSync(join(ROOT, 'src/source/events.ts'), 'utf8');
+    expect([...recorder.matchAll(/`\/apis\/([a-z0-9.-]+)\/v1\/namespaces\/\$\{[^}]+\}\/([a-z]+)`/g)].map((m) => `${m[1]}/${m[2]}`)).toEqual(['events.k8s.io/events']);
+    expect([...recorder.matchAll(/request\('([A-Z]+)'/g)].map((m) => m[1]).sort()).toEqual(['PATCH', 'POST']);
+    const granted = rbacTriples(one('default', 'ClusterRole').rules).filter((t) => t.includes('events'));
+    expect(granted).toEqual(['events.k8s.io/events:create', 'events.k8s.io/events:patch']);
   });
 });
 
