@@ -5,8 +5,15 @@ import { createServer, type Server } from 'node:http';
 
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
+import { parseArgs } from '../../src/config.js';
+import { FakeIpsetClient } from '../../src/kernel/ipset/fake.js';
+import { FakeIpvsClient } from '../../src/kernel/ipvs/fake.js';
+import type { Iptables } from '../../src/kernel/iptables.js';
+import { FakeLinkClient } from '../../src/kernel/link.js';
 import { createLogger } from '../../src/log.js';
+import { serviceSchema } from '../../src/model/k8s.js';
 import { ErrorReporter, healthCheckErrors, kernelErrors } from '../../src/proxy/handler.js';
+import { IpvsProxier } from '../../src/proxy/ipvs/proxier.js';
 import { EventRecorder, kubeTransport, type EventSink, type ServiceEvent } from '../../src/source/events.js';
 import { loadKubeConfig } from '../../src/source/kubernetes.js';
 import type { SourceHandler } from '../../src/source/types.js';
@@ -234,5 +241,52 @@ describe('ErrorReporter → Events', () => {
     expect(() => reporter.report([{ object: 'Service demo/web', reason: 'broken' }])).not.toThrow();
     await rec.flush();
     expect(rec.stats.failed).toBe(1);
+  });
+});
+
+describe('IpvsProxier → Events over HTTP', () => {
+  const svc = (name: string, ip: string, annotations: Record<string, string> = {}) =>
+    serviceSchema.parse({ metadata: { name, namespace: 'ns', uid: `uid-${name}`, annotations }, spec: { clusterIP: ip, externalIPs: name === 'thief' ? ['10.96.0.10'] : [], ports: [{ name: 'http', port: 80, targetPort: 8080 }] } });
+
+  it('records an unknown scheduler, a claimed VIP and a kernel refusal on their Services, once each', async () => {
+    const ipvs = new FakeIpvsClient();
+    ipvs.schedulers.delete('mh'); // the kernel lacks the module: ENOENT on add
+    const link = new FakeLinkClient();
+    link.addLink('eth0', null, true, ['192.0.2.10']);
+    const iptables = { sync: async () => [] } as unknown as Iptables;
+    const rec = recorder();
+    const text: string[] = [];
+    const proxier = new IpvsProxier({
+      config: parseArgs(['--hostname-override', 'n1']).config,
+      nodeName: 'n1',
+      logger: createLogger({ format: 'text', verbosity: 0 }, { write: (l: string) => (text.push(l), true) } as never),
+      dummyName: 'kube-ipvs0',
+      clients: { ipvs, ipset: new FakeIpsetClient(), link, iptables: { ipv4: iptables, ipv6: null } },
+      events: rec,
+      sysctl: () => [],
+    });
+    const handler = rec.trackServices(proxier.handler(() => {}));
+    handler.onService('ns/web', svc('web', '10.96.0.10'));
+    handler.onService('ns/thief', svc('thief', '10.96.0.11'));
+    handler.onService('ns/fancy', svc('fancy', '10.96.0.12', { 'kube-ipvs-proxy.io/scheduler': 'fancy' }));
+    handler.onService('ns/hashed', svc('hashed', '10.96.0.13', { 'kube-ipvs-proxy.io/scheduler': 'mh' }));
+    await proxier.sync({ full: true }).catch(() => undefined);
+    await proxier.sync({ full: true }).catch(() => undefined);
+    await rec.flush();
+    const got = api.requests.map((r) => {
+      const b = r.body as { reason: string; regarding: { name: string; uid: string }; note: string };
+      return [r.method, b.regarding.name, b.regarding.uid, b.reason];
+    });
+    expect(got.sort()).toEqual([
+      ['POST', 'fancy', 'uid-fancy', 'InvalidService'],
+      ['POST', 'hashed', 'uid-hashed', 'KernelRefused'],
+      ['POST', 'thief', 'uid-thief', 'VirtualServerConflict'],
+    ]);
+    expect(api.requests.find((r) => r.body.reason === 'KernelRefused')!.body.note).toMatch(/scheduler "mh" is not available in the kernel/);
+    // the log names the same objects, one line each
+    expect(text.filter((l) => l.includes('ERROR cannot program object')).map((l) => /object="([^"]+)"/.exec(l)![1]).sort()).toEqual([
+      'Service ns/fancy', 'Service ns/hashed', 'Service ns/thief',
+    ]);
+    expect(text.find((l) => l.includes(' INFO synced '))).toMatch(/^\S+ INFO synced full=true durationMs=\d+ changedServices=\d+ ops\.virtualServers=\d+ ops\.addService=\d+ .*errors=1( |\n)/);
   });
 });
