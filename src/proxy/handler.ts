@@ -38,6 +38,7 @@ export const EVENT_REASON = {
   conflict: 'VirtualServerConflict',
   kernel: 'KernelRefused',
   healthCheck: 'FailedToStartServiceHealthcheck',
+  schedulerIgnored: 'SchedulerNotHonoured',
 } as const;
 
 /**

@@ -21,7 +21,7 @@ import type { ServiceHealthServers, ServiceHealthTarget } from '../../server/ser
 import type { EventSink } from '../../source/events.js';
 import type { SourceHandler } from '../../source/types.js';
 import { ChangeTracker } from '../changetracker.js';
-import { ErrorReporter, healthCheckErrors, trackerHandler } from '../handler.js';
+import { ErrorReporter, EVENT_REASON, healthCheckErrors, trackerHandler } from '../handler.js';
 import { formatCidr, parseCidr } from '../ipvs/desired-net.js';
 import { masqueradeMark } from '../ipvs/rules.js';
 import { applySysctls } from '../ipvs/sysctl.js';
@@ -205,6 +205,8 @@ export class IptablesProxier {
     if (this.schedulerWarned.has(id)) return;
     this.schedulerWarned.add(id);
     this.o.logger.warn({ service: id, scheduler: svc.scheduler }, 'iptables mode cannot honour the scheduler annotation: connections are spread at random');
+    const note = `scheduler "${svc.scheduler}" is not honoured in the iptables proxy mode (IPVS is unavailable on node ${this.o.nodeName}): connections are spread at random`;
+    this.o.events?.record({ service: id, type: 'Warning', reason: EVENT_REASON.schedulerIgnored, action: 'Programming', note });
   }
 
   /** Rules of one family in key order (the order of the shared chains' rules). */
