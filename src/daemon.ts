@@ -97,7 +97,7 @@ export async function runDaemon(config: Config, logger: Logger): Promise<number>
   const health = new ProxyHealth({ syncPeriodMs: config.syncPeriodMs });
   const serviceHealth = new ServiceHealthServers({ proxyHealth: health, hostname: nodeName });
   // API mode: per-Service problems also become Events on the Service (not with --once/--dry-run).
-  const events = config.manifests || config.once || config.dryRun ? null : await (await import('./source/events.js')).eventRecorderFor({ kubeconfig: config.kubeconfig, master: config.master, nodeName, logger });
+  const events = !config.events || config.manifests || config.once || config.dryRun ? null : await (await import('./source/events.js')).eventRecorderFor({ kubeconfig: config.kubeconfig, master: config.master, nodeName, logger });
   const common = { config, nodeName, logger, metrics, health, serviceHealth, ...(events ? { events } : {}) };
   const proxier: Proxier =
     chosen.ipvs !== null && mode === 'ipvs'

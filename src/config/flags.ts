@@ -74,6 +74,7 @@ export const FLAG_DEFS: readonly FlagDef[] = [
   def('dry-run', 'bool', '', '', 'Compute and print what would change; never touch the kernel.', { path: 'dryRun', convert: toBool, ours: true }),
   def('cleanup', 'bool', '', '', 'Remove the IPVS, ipset and iptables state this proxy creates, then exit (same as the cleanup command).', { special: 'cleanup', convert: toBool }),
   def('logging-format', 'value', 'FORMAT', 'text', "Log format: 'text' (one line per event, as kube-proxy's klog) or 'json'.", { path: 'log.format', aliases: ['log-format'] }),
+  def('record-events', 'bool', '', 'true', 'Record per-Service problems as Kubernetes Events on the Service (API mode; needs create/patch on events.k8s.io events).', { path: 'events', convert: toBool, ours: true }),
   def('v', 'value', 'LEVEL', '0', 'Log verbosity: 0 info, 2 debug, 4 and above trace.', { path: 'log.verbosity', convert: toInt }),
   def('json', 'bool', '', '', 'inspect: print JSON.', { special: 'json', convert: toBool, ours: true }),
   def('help', 'bool', '', '', 'Print this help.', { special: 'help', convert: toBool, aliases: ['h'] }),

@@ -102,6 +102,8 @@ export const ConfigSchema = z
     /** Longest wait for a removed real server's connections to drain; 0 = no limit. */
     gracefulTerminationTimeoutMs: durationMs.default(15 * 60_000),
     log: logSchema.prefault({}),
+    /** Record per-Service problems as Kubernetes Events on the Service (API mode). */
+    events: z.boolean().default(true),
   })
   .superRefine((c, ctx) => {
     if (c.syncPeriodMs > 0 && c.minSyncPeriodMs > c.syncPeriodMs) {

@@ -63,6 +63,7 @@ const VALUE_SETS: Record<string, object> = {
     serviceMonitor: { enabled: true, namespace: 'monitoring', interval: '15s', scrapeTimeout: '' },
   },
   'no RBAC': { rbac: { create: false } },
+  'no Events': { events: { enabled: false } },
 };
 
 const NODE = 'worker-7';
@@ -225,12 +226,14 @@ describe.each(Object.keys(VALUE_SETS))('chart rendered with %s values', (set) =>
     else expect(kinds).not.toContain('ServiceAccount');
     if (!rbac) return;
     const role = one(set, 'ClusterRole');
+    const events = (VALUE_SETS[set] as Obj).events?.enabled !== false;
     expect(rbacTriples(role.rules)).toEqual([
       'core/nodes:list', 'core/nodes:watch',
       'core/services:list', 'core/services:watch',
       'discovery.k8s.io/endpointslices:list', 'discovery.k8s.io/endpointslices:watch',
-      'events.k8s.io/events:create', 'events.k8s.io/events:patch',
+      ...(events ? ['events.k8s.io/events:create', 'events.k8s.io/events:patch'] : []),
     ]);
+    expect(daemonConfig(set).config.events).toBe(events);
     for (const r of role.rules) {
       expect(r.resourceNames).toBeUndefined();
       expect(r.verbs).not.toContain('*');

@@ -55,6 +55,7 @@ describe('parseArgs: values', () => {
     expect(config('--logging-format', 'json').log.format).toBe('json');
     expect(config('--log-format=json').log.format).toBe('json');
     expect(config().log.format).toBe('text');
+    expect([config().events, config('--record-events=false').events]).toEqual([true, false]);
     expect(config('--masquerade-bit=0').masqueradeBit).toBe(0);
   });
 

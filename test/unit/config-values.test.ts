@@ -91,6 +91,7 @@ describe('ConfigSchema', () => {
       dryRun: false,
       gracefulTerminationTimeoutMs: 900_000,
       log: { format: 'text', verbosity: 0 },
+      events: true,
     });
     expect(defaultConfig()).not.toBe(defaultConfig());
   });

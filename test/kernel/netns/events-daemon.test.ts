@@ -134,4 +134,15 @@ describe('daemon → Events (API mode, iptables mode, netns)', () => {
     expect(d.log).not.toMatch(/cannot record an Event/);
     expect(await d.stop()).toBe(0);
   }, 90_000);
+
+  it('--record-events=false records none', async () => {
+    api.events.length = 0;
+    d = new Daemon(['--master', `http://127.0.0.1:${api.port}`, '--proxy-mode', 'iptables', '--hostname-override', 'kip-node', '--healthz-bind-address', `127.0.0.1:${HEALTH}`, '--metrics-bind-address', '', '--record-events=false']);
+    d.start();
+    await d.healthy(HEALTH);
+    await waitFor('the rejected Service in the log', () => /cannot program object object="Service demo\/fancy"/.test(d.log));
+    await new Promise((r) => setTimeout(r, 500));
+    expect(api.events).toEqual([]);
+    expect(await d.stop()).toBe(0);
+  }, 90_000);
 });
