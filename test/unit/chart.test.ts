@@ -417,6 +417,7 @@ describe('chart NOTES.txt', () => {
     expect(r.stdout).toContain('kube-ipvs-proxy inspect');
     expect(r.stdout).toContain('kube-ipvs-proxy cleanup');
     expect(r.stdout).toContain('WARNING: apiServer.host is empty');
+    expect(r.stdout).toContain('kubectl describe service');
     expect(r.stdout).not.toContain('<no value>');
   });
 
