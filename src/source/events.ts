@@ -92,11 +92,18 @@ interface Cached {
   name: string | null;
   body: Record<string, unknown>;
   count: number;
-  firstMs: number;
   lastMs: number;
 }
 
-const NOTE_MAX = 1024;
+/** The API server refuses a note over 1 kB. */
+const NOTE_MAX_BYTES = 1024;
+
+function truncate(note: string): string {
+  if (Buffer.byteLength(note) <= NOTE_MAX_BYTES) return note;
+  let n = note.slice(0, NOTE_MAX_BYTES - 3);
+  while (Buffer.byteLength(n) > NOTE_MAX_BYTES - 3) n = n.slice(0, -1);
+  return `${n}...`;
+}
 
 /** `2026-11-23T11:35:16.123000Z`: metav1.MicroTime. */
 function microTime(ms: number): string {
@@ -157,17 +164,17 @@ export class EventRecorder implements EventSink {
       this.#o.logger?.debug({ service: e.service, reason: e.reason }, 'event dropped by the rate limit');
       return;
     }
-    const note = e.note.length > NOTE_MAX ? `${e.note.slice(0, NOTE_MAX - 3)}...` : e.note;
+    const note = truncate(e.note);
     const key = JSON.stringify([e.service, e.type, e.reason, note]);
+    if (!this.#queue.has(key) && this.#queue.size >= this.#o.maxPending) {
+      this.stats.dropped++;
+      return;
+    }
     const seen = this.#cache.get(key);
     if (seen && now - seen.lastMs <= this.#o.seriesWindowMs) {
       seen.count++;
       seen.lastMs = now;
     } else {
-      if (!this.#queue.has(key) && this.#queue.size >= this.#o.maxPending) {
-        this.stats.dropped++;
-        return;
-      }
       const [namespace, name] = [e.service.slice(0, slash), e.service.slice(slash + 1)];
       const uid = this.#uids.get(e.service);
       const regarding = { apiVersion: 'v1', kind: 'Service', namespace, name, ...(uid ? { uid } : {}) };
@@ -184,7 +191,7 @@ export class EventRecorder implements EventSink {
         note,
         type: e.type,
       };
-      this.#cache.set(key, { namespace, name: null, body, count: 1, firstMs: now, lastMs: now });
+      this.#cache.set(key, { namespace, name: null, body, count: 1, lastMs: now });
     }
     this.#queue.add(key);
     this.#drain();

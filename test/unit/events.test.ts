@@ -194,8 +194,12 @@ describe('EventRecorder', () => {
   it('truncates a note to the API limit of 1 kB', async () => {
     const rec = recorder();
     rec.record({ ...conflict, note: 'x'.repeat(5000) });
+    rec.record({ ...conflict, note: 'é'.repeat(5000) });
     await rec.flush();
     expect((api.requests[0]!.body.note as string).length).toBe(1024);
+    const accented = api.requests[1]!.body.note as string;
+    expect(Buffer.byteLength(accented)).toBeLessThanOrEqual(1024);
+    expect(accented.endsWith('é...')).toBe(true);
   });
 });
 
