@@ -80,6 +80,8 @@ export interface ObjectError {
   /** `Service ns/name`, `EndpointSlice ns/name`, `manifests/app.yaml#2`. */
   object: string;
   reason: string;
+  /** The Event reason when it is recorded on its Service (default InvalidService). */
+  event?: string;
 }
 
 /** Everything desired state is computed from. */

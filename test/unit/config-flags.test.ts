@@ -52,7 +52,10 @@ describe('parseArgs: values', () => {
     expect(config('--manifests', '/etc/services', '--once', '--dry-run', '--graceful-termination-timeout=90s', '--log-format=text')).toMatchObject({
       manifests: '/etc/services', once: true, dryRun: true, gracefulTerminationTimeoutMs: 90_000, log: { format: 'text' },
     });
-    expect(config('--logging-format', 'text').log.format).toBe('text');
+    expect(config('--logging-format', 'json').log.format).toBe('json');
+    expect(config('--log-format=json').log.format).toBe('json');
+    expect(config().log.format).toBe('text');
+    expect([config().events, config('--record-events=false').events]).toEqual([true, false]);
     expect(config('--masquerade-bit=0').masqueradeBit).toBe(0);
   });
 
@@ -170,7 +173,7 @@ describe('parseArgs: errors name the flag and the reason', () => {
     [['--metrics-bind-address=127.0.0.1:99999'], '--metrics-bind-address: invalid address "127.0.0.1:99999": port 99999 out of range'],
     [['--bind-address=10.0.0'], '--bind-address: invalid IP address "10.0.0"'],
     [['--hostname-override= '], '--hostname-override: must not be empty'],
-    [['--log-format=xml'], '--log-format: unknown log format "xml" (valid: json, text)'],
+    [['--logging-format=xml'], '--logging-format: unknown log format "xml" (valid: json, text)'],
     [['--kubeconfig='], '--kubeconfig: must not be empty'],
     [['--config='], '--config: must not be empty'],
     [['--manifests=/m', '--master=https://a'], '--manifests: standalone mode cannot be combined with a kubeconfig or master'],
@@ -231,7 +234,7 @@ describe('FLAGS and --help', () => {
     expect(shown).toMatchObject({
       'proxy-mode': 'ipvs', 'ipvs-scheduler': 'rr', 'ipvs-sync-period': '30s', 'ipvs-min-sync-period': '1s',
       'iptables-masquerade-bit': '14', 'healthz-bind-address': '0.0.0.0:10256', 'metrics-bind-address': '127.0.0.1:10249',
-      'graceful-termination-timeout': '15m', 'log-format': 'json', v: '0',
+      'graceful-termination-timeout': '15m', 'logging-format': 'text', v: '0',
     });
     const d = defaultConfig();
     expect([d.mode, d.ipvs.scheduler, d.syncPeriodMs, d.minSyncPeriodMs, d.masqueradeBit, d.gracefulTerminationTimeoutMs])
