@@ -20,7 +20,7 @@ import { quote } from './names.js';
 import { formatPath, isSourceKind, validate, type SourceKind } from './validate.js';
 
 /** Deepest nesting of collections accepted in a YAML document. */
-export const MAX_DEPTH = 64;
+export const MAX_DEPTH = 128;
 /** Nodes a YAML document may expand to through aliases, beyond twice its length in characters. */
 export const MAX_EXPANSION = 100_000;
 
@@ -229,8 +229,8 @@ function addObject(out: ParsedManifest, file: string, doc: number, item: number,
   if (typeof kind !== 'string' || kind === '') return fail(prefixed(rawName(raw)), `${formatPath([...base, 'kind'])}: missing`);
   const where = prefixed(`${safe(kind)} ${rawName(raw, kind !== 'Node')}`.trimEnd());
   if (!isSourceKind(kind)) {
-    const api = typeof raw.apiVersion === 'string' ? raw.apiVersion : '?';
-    return fail(where, `${formatPath([...base, 'kind'])}: unsupported kind ${safe(api)}/${safe(kind)}; skipped`, false);
+    const api = typeof raw.apiVersion === 'string' ? safe(raw.apiVersion) : '?';
+    return fail(where, `${formatPath([...base, 'kind'])}: unsupported kind ${api}/${safe(kind)}; skipped`, false);
   }
   const result = validate(kind, raw, base);
   if (!result.ok) return fail(where, result.reason);
