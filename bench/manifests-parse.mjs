@@ -1,11 +1,12 @@
-// `node --expose-gc bench/manifests-parse.mjs [N]` (after `npm run build`): the --manifests parser on
+// `node --expose-gc bench/manifests-parse.mjs [N]` (after `npm run build`; PARSER=<path to another
+// build's manifest-parse.js> measures that one instead, e.g. the previous release's): the --manifests parser on
 // N Services + N EndpointSlices x 10 endpoints with realistic metadata (uid, labels, last-applied
 // annotation, managedFields, ownerReferences, targetRefs, zones), one multi-document YAML file.
 // Prints parse+validate time (best of 3) and the heap held by the result, against js-yaml's
 // bare loadAll (no validation) of the same text, and the same objects as one JSON List.
 import { createRequire } from 'node:module';
 
-import { parseManifest } from '../dist/src/source/manifest-parse.js';
+const { parseManifest } = await import(process.env.PARSER ?? '../dist/src/source/manifest-parse.js');
 
 const require = createRequire(import.meta.url);
 const yaml = require('yaml');

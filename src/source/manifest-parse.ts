@@ -8,8 +8,8 @@
 // merge keys, no custom tags), so a broken document fails alone. Hostile input is bounded: nesting
 // deeper than MAX_DEPTH and alias expansion beyond MAX_EXPANSION (alias bombs, self-references)
 // are a document's error; nothing this module calls may throw out of parseManifest.
-// Fields no proxy reads and that make up most of a real manifest (metadata.managedFields, the
-// last-applied annotation) are blanked in the text before js-yaml sees it (lines kept, so
+// Fields no proxy reads and that make up most of a real manifest (metadata.managedFields and
+// ownerReferences, endpoints' targetRef, the last-applied annotation) are blanked in the text before js-yaml sees it (lines kept, so
 // positions in errors stay right); a document that then fails is read again unchanged.
 import { CORE_SCHEMA, load, loadAll, YAMLException, type LoadOptions } from 'js-yaml';
 
@@ -105,7 +105,8 @@ function loadDocument(text: string): unknown {
   return value;
 }
 
-const UNREAD = /^( *)(managedFields|kubectl\.kubernetes\.io\/last-applied-configuration):(?=[ \t\r\n]|$)/gm;
+const EMPTY: Record<string, string> = { managedFields: '[]', ownerReferences: '[]', targetRef: '{}' };
+const UNREAD = /^( *)(managedFields|ownerReferences|targetRef|kubectl\.kubernetes\.io\/last-applied-configuration):(?=[ \t\r\n]|$)/gm;
 
 /**
  * `text` with the block values of unread fields blanked: the key's line and every following line
@@ -121,7 +122,7 @@ export function stripUnread(text: string): string {
   for (let m = UNREAD.exec(text); m !== null; m = UNREAD.exec(text)) {
     if (m.index < done) continue;
     const indent = m[1]!.length;
-    const empty = m[2] === 'managedFields' ? '[]' : '""';
+    const empty = EMPTY[m[2]!] ?? '""';
     let end = text.indexOf('\n', m.index);
     if (end === -1) end = text.length;
     let lines = 0;

@@ -125,11 +125,21 @@ describe('blanking unread fields', () => {
     annotations: fc.dictionary(name, fc.string({ maxLength: 30 }), { maxKeys: 3 }),
     lastApplied: fc.option(fc.json(), { nil: undefined }),
     managed: fc.option(fc.array(fc.record({ manager: name, fieldsV1: fc.jsonValue() }), { maxLength: 3 }), { nil: undefined }),
+    owners: fc.option(fc.array(fc.record({ kind: name, name, uid: fc.uuid() }), { maxLength: 2 }), { nil: undefined }),
     order: fc.boolean(),
-  }).map(({ name: n, labels, annotations, lastApplied, managed, order }) => {
+    endpoints: fc.option(fc.array(fc.record({ ip: fc.ipV4(), targetRef: fc.option(fc.record({ kind: name, name }), { nil: undefined }), first: fc.boolean() }), { maxLength: 3 }), { nil: undefined }),
+  }).map(({ name: n, labels, annotations, lastApplied, managed, owners, order, endpoints }) => {
     const ann = lastApplied === undefined ? annotations : { ...annotations, 'kubectl.kubernetes.io/last-applied-configuration': lastApplied };
-    const md: Record<string, unknown> = order ? { managedFields: managed, name: n, namespace: 'demo' } : { name: n, namespace: 'demo', managedFields: managed };
-    return { apiVersion: 'v1', kind: 'Service', metadata: { ...md, labels, annotations: ann }, spec: { clusterIP: '10.96.0.1', ports: [{ name: 'http', port: 80 }] } };
+    const md: Record<string, unknown> = order ? { managedFields: managed, name: n, namespace: 'demo' } : { name: n, namespace: 'demo', managedFields: managed, ownerReferences: owners };
+    const metadata = { ...md, labels, annotations: ann };
+    if (endpoints === undefined) return { apiVersion: 'v1', kind: 'Service', metadata, spec: { clusterIP: '10.96.0.1', ports: [{ name: 'http', port: 80 }] } };
+    return {
+      apiVersion: 'discovery.k8s.io/v1',
+      kind: 'EndpointSlice',
+      metadata,
+      addressType: 'IPv4',
+      endpoints: endpoints.map((e) => (e.first ? { targetRef: e.targetRef, addresses: [e.ip] } : { addresses: [e.ip], targetRef: e.targetRef, nodeName: 'n1' })),
+    };
   });
   const styles = [
     (o: unknown) => stringify(o),
@@ -150,7 +160,8 @@ describe('blanking unread fields', () => {
         } catch {
           return; // the serialiser wrote YAML that a full parse refuses (js-yaml dump of odd keys)
         }
-        expect(got).toEqual(full.map((d) => validate('Service', d)).map((r) => (r.ok ? r.value : r.reason)));
+        const kindOf = (d: unknown): 'Service' | 'EndpointSlice' => (d as { kind: 'Service' | 'EndpointSlice' }).kind;
+        expect(got).toEqual(full.map((d) => validate(kindOf(d), d)).map((r) => (r.ok ? r.value : r.reason)));
         expect(stripUnread(text).split('\n').length).toBe(text.split('\n').length);
       }),
       { numRuns: 300 },
