@@ -111,7 +111,10 @@ const UNREAD = /^( *)(managedFields|ownerReferences|targetRef|kubectl\.kubernete
 /**
  * `text` with the block values of unread fields blanked: the key's line and every following line
  * indented deeper (or a `- ` entry at the key's indentation) become empty lines; the key stays,
- * with an empty value of its type (`[]`, `""`).
+ * with an empty value of its type (`[]`, `""`). Only in block context: blanking stops at the
+ * first line whose brackets do not balance (a flow collection may span lines from there).
+ * NOTE: a block scalar whose text has such a key line at its start is blanked too; only
+ * values the proxy does not read could hold one.
  */
 export function stripUnread(text: string): string {
   UNREAD.lastIndex = 0;
@@ -121,6 +124,7 @@ export function stripUnread(text: string): string {
   let done = 0;
   for (let m = UNREAD.exec(text); m !== null; m = UNREAD.exec(text)) {
     if (m.index < done) continue;
+    if (!balanced(text, done, m.index)) break;
     const indent = m[1]!.length;
     const empty = EMPTY[m[2]!] ?? '""';
     let end = text.indexOf('\n', m.index);
@@ -142,6 +146,18 @@ export function stripUnread(text: string): string {
   }
   parts.push(text.slice(done));
   return parts.join('');
+}
+
+/** True when every line in text[from, to) has as many closing brackets as opening ones. */
+function balanced(text: string, from: number, to: number): boolean {
+  let depth = 0;
+  for (let i = from; i < to; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x5b || c === 0x7b) depth++;
+    else if (c === 0x5d || c === 0x7d) depth--;
+    else if (c === 0x0a && depth !== 0) return false;
+  }
+  return depth === 0;
 }
 
 function failFile(out: ParsedManifest, file: string, reason: string): ParsedManifest {

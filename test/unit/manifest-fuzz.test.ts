@@ -168,6 +168,17 @@ describe('blanking unread fields', () => {
     );
   }, 30_000);
 
+  it('leaves flow collections alone', () => {
+    const text = 'kind: Service\nmetadata: {\n  namespace: demo,\n  managedFields:\n    [a], name: web\n}\nspec: {}\n';
+    expect(stripUnread(text)).toBe(text);
+    expect(check(text).objects[0]?.object.metadata.name).toBe('web');
+    const inline = 'kind: Service\nmetadata:\n  annotations: {a: "[", b: x}\n  managedFields: [x]\n  name: web\nspec: {}\n';
+    expect(stripUnread(inline)).toBe(inline); // a quoted bracket reads as unbalanced: no blanking from there
+    expect(check(inline).objects[0]?.object.metadata.annotations).toEqual({ a: '[', b: 'x' });
+    const block = inline.replace('{a: "[", b: x}', '{a: "[]", b: x}');
+    expect(stripUnread(block)).toBe(block.replace('[x]', '[]'));
+  });
+
   it('reads a document again unchanged when blanking broke it (an anchor inside a blanked field)', () => {
     const text = 'kind: Service\nmetadata:\n  name: web\n  managedFields:\n  - &l {app: web}\n  labels: *l\nspec: {}\n';
     expect(stripUnread(text)).not.toBe(text);
