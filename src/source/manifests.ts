@@ -63,6 +63,8 @@ export class ManifestSource implements ProxySource {
   /** What the handler holds, by `Kind:key`. */
   #delivered = new Map<string, ManifestObject>();
   #duplicates = new Set<string>();
+  /** The listing error last reported (reported again only when it changes). */
+  #listError: string | undefined;
   #watcher: FSWatcher | undefined;
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
@@ -141,9 +143,12 @@ export class ManifestSource implements ProxySource {
       files = await this.#list();
     } catch (err) {
       if (initial) throw err;
-      this.#report({ object: this.#opts.path, reason: `cannot list: ${(err as Error).message}; keeping the last good state` });
+      const reason = `cannot list: ${(err as Error).message}; keeping the last good state`;
+      if (reason !== this.#listError) this.#report({ object: this.#opts.path, reason });
+      this.#listError = reason;
       return;
     }
+    this.#listError = undefined;
     const next = new Map<string, FileState>();
     for (const file of files) {
       let state: FileState | undefined;

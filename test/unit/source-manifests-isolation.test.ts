@@ -153,4 +153,22 @@ describe('one bad file fails alone', () => {
     const rec = await start({ path: join(dir, 'one.yaml') });
     expect(rec.events).toEqual([expect.stringMatching(/one\.yaml#0: invalid YAML: aliases expand to more than \d+ nodes/), 'node-', 'synced']);
   });
+
+  it('a single file path that disappears: reported once however many events follow; applied again when back', async () => {
+    await write('one.yaml', svc('a', '10.96.0.1'));
+    const rec = await start({ path: join(dir, 'one.yaml'), watch: true });
+    const errors = (): string[] => rec.events.filter((e) => e.startsWith('error'));
+    await rm(join(dir, 'one.yaml'));
+    await rec.until(() => errors().length === 1);
+    expect(errors()[0]).toMatch(/: cannot list: ENOENT.*; keeping the last good state$/);
+    for (const n of [1, 2, 3]) {
+      await write(`other-${n}.yaml`, 'x: 1\n');
+      await sleep(60);
+    }
+    await sleep(100);
+    expect(errors()).toHaveLength(1);
+    expect(rec.services.has('demo/a')).toBe(true);
+    await write('one.yaml', svc('a', '10.96.0.5'));
+    await rec.until(() => rec.services.get('demo/a')?.spec.clusterIP === '10.96.0.5');
+  });
 });
