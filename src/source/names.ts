@@ -92,8 +92,9 @@ function checkMetadata(out: NameIssue[], md: Service['metadata'], nameRule: (s: 
   }
   let size = 0;
   for (const [k, v] of Object.entries(md.annotations)) {
-    check(out, ['metadata', 'annotations', k], k, checkQualifiedName, 'key');
-    size += k.length + v.length;
+    // NOTE: the API server checks annotation keys lower-cased (ValidateAnnotations), label keys as they are.
+    if (checkQualifiedName(k.toLowerCase())) check(out, ['metadata', 'annotations', k], k, checkQualifiedName, 'key');
+    size += Buffer.byteLength(k) + Buffer.byteLength(v);
   }
   if (size > MAX_ANNOTATIONS_BYTES) out.push({ path: ['metadata', 'annotations'], message: `too long: ${size} bytes, at most ${MAX_ANNOTATIONS_BYTES}` });
 }

@@ -149,6 +149,10 @@ describe('objects', () => {
     expect(reason('Service', service('web', undefined, { labels: { app: 'a b' } }))).toMatch(/^metadata\.labels\.app: invalid value "a b"/);
     expect(reason('Service', service('web', undefined, { annotations: { 'x/y/z': '1' } }))).toMatch(/^metadata\.annotations\.x\/y\/z: invalid key "x\/y\/z": a qualified name must have at most one/);
     expect(reason('Service', service('web', undefined, { annotations: { big: 'x'.repeat(256 * 1024) } }))).toMatch(/^metadata\.annotations: too long: 262147 bytes/);
+    expect(reason('Service', service('web', undefined, { annotations: { big: 'é'.repeat(128 * 1024) } }))).toMatch(/^metadata\.annotations: too long: 262147 bytes/);
+    // Annotation keys are checked lower-cased (as the API server does), label keys as they are.
+    expect(reason('Service', service('web', undefined, { annotations: { 'Example.COM/Key': '1' } }))).toBe('ok');
+    expect(reason('Service', service('web', undefined, { labels: { 'Example.COM/Key': '1' } }))).toMatch(/^metadata\.labels\.Example\.COM\/Key: invalid key "Example.COM\/Key": prefix part a DNS-1123 subdomain/);
   });
 
   it('drops the last-applied annotation from a valid object, keeps the others', () => {
