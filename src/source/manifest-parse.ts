@@ -9,8 +9,9 @@
 // deeper than MAX_DEPTH and alias expansion beyond MAX_EXPANSION (alias bombs, self-references)
 // are a document's error; nothing this module calls may throw out of parseManifest.
 // Fields no proxy reads and that make up most of a real manifest (metadata.managedFields and
-// ownerReferences, endpoints' targetRef, the last-applied annotation) are blanked in the text before js-yaml sees it (lines kept, so
-// positions in errors stay right); a document that then fails is read again unchanged.
+// ownerReferences, endpoints' targetRef, the last-applied annotation) are blanked in the text
+// before js-yaml sees it (lines kept, so positions in errors stay right); a document that then
+// fails is read again unchanged.
 import { CORE_SCHEMA, load, loadAll, YAMLException, type LoadOptions } from 'js-yaml';
 
 import { objectKey } from '../model/k8s.js';

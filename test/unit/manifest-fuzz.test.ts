@@ -103,6 +103,11 @@ describe('parseManifest never throws', () => {
       }),
       { numRuns: 40 },
     );
+    // Valid JSON nested 100,000 deep: JSON.parse takes it; nothing walks it recursively.
+    const deep = (n: number): string => '['.repeat(n) + ']'.repeat(n);
+    expect(check(deep(100_000)).errors[0]?.reason).toBe('(document): expected an object, got a list');
+    const svc = check(`{"kind":"Service","metadata":{"name":"a","labels":${deep(100_000)}},"spec":{"ports":${deep(100_000)}}}`);
+    expect(svc.errors[0]?.reason).toBe('metadata.labels: expected record, received array; spec.ports[0]: expected object, received array');
   });
 
   it('on very long scalars, keys and names', () => {
