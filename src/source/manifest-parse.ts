@@ -24,6 +24,8 @@ import { formatPath, isSourceKind, validate, type SourceKind } from './validate.
 export const MAX_DEPTH = 128;
 /** Nodes a YAML document may expand to through aliases, beyond twice its length in characters. */
 export const MAX_EXPANSION = 100_000;
+/** Errors reported per file; a file with more is not read further (its last good state stays). */
+export const MAX_ERRORS = 100;
 
 /** A validated object and where it came from. */
 export interface ManifestObject {
@@ -50,16 +52,15 @@ const MARKER = /^(?:---|\.\.\.)(?=[ \t\r\n]|$)/gm;
 
 /** Parses and validates one file's text; `file` is used only to name locations. Never throws. */
 export function parseManifest(file: string, text: string): ParsedManifest {
-  const out: ParsedManifest = { objects: [], errors: [], failed: false };
+  const out: Parsing = { objects: [], errors: [], failed: false };
   try {
     if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
     const json = parseJson(text);
     if (json.ok) {
       addDocument(out, file, 0, json.value);
-      return out;
+      return finish(out, file);
     }
-    const chunks = splitDocuments(text);
-    if (!chunks) {
+    if (!splittable(text)) {
       // Directives or `...` markers: read the stream as a whole (a YAML error fails the file).
       let docs: unknown[];
       try {
@@ -68,29 +69,47 @@ export function parseManifest(file: string, text: string): ParsedManifest {
       } catch (err) {
         return failFile(out, file, `invalid YAML: ${yamlError(err, 0)}`);
       }
-      docs.forEach((value, doc) => addDocument(out, file, doc, value));
-      return out;
+      docs.every((value, doc) => (addDocument(out, file, doc, value), !out.stopped));
+      return finish(out, file);
     }
-    chunks.forEach((c, doc) => {
+    let doc = 0;
+    for (const c of documents(text)) {
+      if (out.stopped) break;
       let value: unknown;
       try {
         value = loadDocument(c.text);
       } catch (err) {
-        out.errors.push({ object: `${file}#${doc}`, reason: `invalid YAML: ${yamlError(err, c.line)}` });
-        out.failed = true;
-        return;
+        addError(out, { object: `${file}#${doc}`, reason: `invalid YAML: ${yamlError(err, c.line)}` });
+        doc++;
+        continue;
       }
-      addDocument(out, file, doc, value);
-    });
+      addDocument(out, file, doc++, value);
+    }
   } catch (err) {
     // Not expected (every step above handles its own input); still the file's error, not ours.
     out.objects = [];
     return failFile(out, file, `cannot parse: ${(err as Error)?.message ?? String(err)}`);
   }
+  return finish(out, file);
+}
+
+type Parsing = ParsedManifest & { stopped?: boolean };
+
+/** Records an error; at MAX_ERRORS the file is not read further (stopped). */
+function addError(out: Parsing, error: ObjectError): void {
+  out.failed = true;
+  if (out.errors.length < MAX_ERRORS) out.errors.push(error);
+  else out.stopped = true;
+}
+
+function finish(out: Parsing, file: string): ParsedManifest {
+  if (out.stopped) out.errors.push({ object: file, reason: `more than ${MAX_ERRORS} errors: the rest of the file was not read` });
+  delete out.stopped;
   return out;
 }
 
 function loadDocument(text: string): unknown {
+  if (text.startsWith('---') && !/\S/.test(text.slice(3))) return null; // a bare `---`
   const stripped = stripUnread(text);
   if (stripped !== text) {
     try {
@@ -165,9 +184,8 @@ function balanced(text: string, from: number, to: number): boolean {
 }
 
 function failFile(out: ParsedManifest, file: string, reason: string): ParsedManifest {
-  out.errors.push({ object: file, reason });
-  out.failed = true;
-  return out;
+  addError(out, { object: file, reason });
+  return finish(out, file);
 }
 
 function parseJson(text: string): { ok: true; value: unknown } | { ok: false } {
@@ -180,25 +198,28 @@ function parseJson(text: string): { ok: true; value: unknown } | { ok: false } {
   }
 }
 
-/** The documents of a YAML stream with their first line (0-based); null when it needs a full parser. */
-function splitDocuments(text: string): Array<{ text: string; line: number }> | null {
-  if (text.startsWith('%') || text.includes('\n%')) return null;
-  const starts: number[] = [];
-  for (const m of text.matchAll(MARKER)) {
-    if (m[0] === '...') return null;
-    starts.push(m.index);
-  }
-  const chunks: Array<{ text: string; line: number }> = [];
-  const head = text.slice(0, starts[0] ?? text.length);
+const END_MARKER = /^\.\.\.(?=[ \t\r\n]|$)/m;
+
+/** True when the stream can be split at its `---` lines (no directives, no `...` end markers). */
+function splittable(text: string): boolean {
+  return !text.startsWith('%') && !text.includes('\n%') && !END_MARKER.test(text);
+}
+
+/** The documents of a splittable YAML stream, one at a time, with their first line (0-based). */
+function* documents(text: string): Generator<{ text: string; line: number }> {
+  MARKER.lastIndex = 0;
+  let m = MARKER.exec(text);
+  const head = text.slice(0, m?.index ?? text.length);
   // Content before the first `---` is a document; comments and blank lines alone are not.
-  if (/^[ \t]*[^#\s]/m.test(head)) chunks.push({ text: head, line: 0 });
+  if (/^[ \t]*[^#\s]/m.test(head)) yield { text: head, line: 0 };
   let line = countLines(head, 0, head.length);
-  starts.forEach((start, i) => {
-    const end = starts[i + 1] ?? text.length;
-    chunks.push({ text: text.slice(start, end), line });
+  while (m !== null) {
+    const start = m.index;
+    m = MARKER.exec(text);
+    const end = m?.index ?? text.length;
+    yield { text: text.slice(start, end), line };
     line += countLines(text, start, end);
-  });
-  return chunks;
+  }
 }
 
 function countLines(s: string, from: number, to: number): number {
@@ -230,10 +251,10 @@ function yamlError(err: unknown, lineOffset: number): string {
   return (err as Error)?.message ?? String(err);
 }
 
-function addDocument(out: ParsedManifest, file: string, doc: number, value: unknown): void {
+function addDocument(out: Parsing, file: string, doc: number, value: unknown): void {
   if (value === null || value === undefined) return;
   if (isRecord(value) && value.kind === 'List' && Array.isArray(value.items)) {
-    value.items.forEach((raw: unknown, item) => addObject(out, file, doc, item, raw));
+    value.items.every((raw: unknown, item) => (addObject(out, file, doc, item, raw), !out.stopped));
   } else {
     addObject(out, file, doc, -1, value);
   }
@@ -242,8 +263,9 @@ function addDocument(out: ParsedManifest, file: string, doc: number, value: unkn
 function addObject(out: ParsedManifest, file: string, doc: number, item: number, raw: unknown): void {
   const base: PropertyKey[] = item >= 0 ? ['items', item] : [];
   const fail = (what: string, reason: string, fatal = true): void => {
-    out.errors.push({ object: `${file}#${doc}${what}`, reason });
-    if (fatal) out.failed = true;
+    const failed = out.failed;
+    addError(out, { object: `${file}#${doc}${what}`, reason });
+    out.failed = failed || fatal;
   };
   if (!isRecord(raw)) return fail('', `${formatPath(base) || '(document)'}: expected an object, got ${describe(raw)}`);
   const kind = raw.kind;

@@ -7,7 +7,7 @@ import { CORE_SCHEMA, dump, load } from 'js-yaml';
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 
-import { parseManifest, stripUnread, type ParsedManifest } from '../../src/source/manifest-parse.js';
+import { MAX_ERRORS, parseManifest, stripUnread, type ParsedManifest } from '../../src/source/manifest-parse.js';
 import { validate } from '../../src/source/validate.js';
 
 /** Parses, asserting it neither throws nor returns anything unvalidated. */
@@ -119,6 +119,19 @@ describe('parseManifest never throws', () => {
       const r = check(`kind: ${x}\n`);
       expect(r.errors[0]!.object.length).toBeLessThan(400);
     }
+  });
+});
+
+describe('bounded work per file', () => {
+  it('stops reading a file after MAX_ERRORS errors; many empty documents are cheap', () => {
+    const broken = check('a: [\n---\n'.repeat(100_000));
+    expect(broken.errors).toHaveLength(MAX_ERRORS + 1);
+    expect(broken.errors.at(-1)).toEqual({ object: 'f.yaml', reason: `more than ${MAX_ERRORS} errors: the rest of the file was not read` });
+    const list = check(JSON.stringify({ kind: 'List', items: Array.from({ length: 10_000 }, () => ({ kind: 'Service', metadata: { name: 'X' } })) }));
+    expect(list.errors).toHaveLength(MAX_ERRORS + 1);
+    const t = Date.now();
+    expect(check('---\n'.repeat(500_000))).toEqual({ objects: [], errors: [], failed: false });
+    expect(Date.now() - t).toBeLessThan(5000);
   });
 });
 
