@@ -86,12 +86,12 @@ export async function removeIptablesModeJumps(ipt: Iptables, keep: readonly Jump
 }
 
 /**
- * At the IPVS mode's start: {@link removeIptablesModeJumps} for each family, keeping the IPVS
- * mode's own jumps. Failures are logged, never thrown (the IPVS proxier does not depend on it).
+ * At the IPVS mode's start: {@link removeIptablesModeJumps} for each family (the families at
+ * once), keeping the IPVS mode's own jumps. Failures are logged, never thrown (the IPVS proxier
+ * does not depend on it).
  */
 export async function removeIptablesModeLeftovers(ipts: ReadonlyArray<Iptables | null>, config: Config, logger: Logger): Promise<void> {
-  for (const ipt of ipts) {
-    if (!ipt) continue;
+  const one = async (ipt: Iptables): Promise<void> => {
     const keep = ipvsModeRules({ config, nodeName: '', nodePortAddresses: [] }, ipt.family, new Set()).flatMap((t) => t.jumps ?? []);
     try {
       const removed = await removeIptablesModeJumps(ipt, keep);
@@ -99,7 +99,8 @@ export async function removeIptablesModeLeftovers(ipts: ReadonlyArray<Iptables |
     } catch (e) {
       logger.warn({ family: ipt.family, err: (e as Error).message }, 'cannot check for jumps left by the iptables mode');
     }
-  }
+  };
+  await Promise.all(ipts.flatMap((ipt) => (ipt ? [one(ipt)] : [])));
 }
 
 /** What {@link removeIpvsLeftovers} works with; a missing client skips its step. */

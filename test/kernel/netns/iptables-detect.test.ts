@@ -2,7 +2,7 @@ import { assertIsolated } from '../lib/guard.js';
 assertIsolated();
 
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -36,7 +36,7 @@ describe.skipIf(!haveBoth)('backend detection on the real tools', () => {
 
   it('follows kubelet hint chains, then rule counts, else nft', async () => {
     await resetAll();
-    expect(await detectBackendWithReason()).toEqual({ backend: 'nft', reason: 'default', nftRules: 0, legacyRules: 0 });
+    expect(await detectBackendWithReason()).toEqual({ backend: 'nft', reason: 'default', nftRules: 0, legacyRules: 0, unusable: {} });
 
     await sh('iptables-legacy', ['-w', '5', '-t', 'mangle', '-N', 'KUBE-IPTABLES-HINT']);
     expect(await detectBackendWithReason()).toMatchObject({ backend: 'legacy', reason: 'hint-legacy' });
@@ -49,9 +49,42 @@ describe.skipIf(!haveBoth)('backend detection on the real tools', () => {
     await resetAll();
     for (const n of [1, 2, 3]) await sh('iptables-legacy', ['-w', '5', '-A', 'INPUT', '-s', `10.0.0.${n}`, '-j', 'ACCEPT']);
     await sh('iptables-nft', ['-A', 'INPUT', '-s', '10.0.1.1', '-j', 'ACCEPT']);
-    expect(await detectBackendWithReason()).toEqual({ backend: 'legacy', reason: 'more-rules', nftRules: 1, legacyRules: 3 });
+    expect(await detectBackendWithReason()).toEqual({ backend: 'legacy', reason: 'more-rules', nftRules: 1, legacyRules: 3, unusable: {} });
     for (const n of [2, 3, 4]) await sh('ip6tables-nft', ['-A', 'INPUT', '-s', `fd00::${n}`, '-j', 'ACCEPT']);
-    expect(await detectBackendWithReason()).toEqual({ backend: 'nft', reason: 'more-rules', nftRules: 4, legacyRules: 3 });
+    expect(await detectBackendWithReason()).toEqual({ backend: 'nft', reason: 'more-rules', nftRules: 4, legacyRules: 3, unusable: {} });
+  });
+});
+
+describe.skipIf(!haveBoth)('backend probe on the real tools', () => {
+  afterAll(resetAll);
+
+  it('both backends pass here, so the preference holds; the probe leaves no chain or rule behind', async () => {
+    await resetAll();
+    expect(await detectBackendWithReason({ probe: true })).toEqual({ backend: 'nft', reason: 'default', nftRules: 0, legacyRules: 0, unusable: {} });
+    await sh('iptables-legacy', ['-w', '5', '-t', 'mangle', '-N', 'KUBE-IPTABLES-HINT']);
+    expect(await detectBackendWithReason({ probe: true })).toMatchObject({ backend: 'legacy', reason: 'hint-legacy', unusable: {} });
+    for (const b of ['nft', 'legacy']) {
+      const saved = (await spawnExec(`iptables-${b}-save`, [])).stdout;
+      expect(saved).toMatch(/^\*nat$/m); // the probe did reach the nat table
+      expect(saved).not.toContain('KUBE-PROXY-PROBE');
+      expect(saved.split('\n').filter((l) => l.startsWith('-A'))).toEqual([]);
+    }
+  });
+
+  it('a preferred backend whose restore fails is replaced by the other one, naming the reason', async () => {
+    await resetAll();
+    // Only the nft restore is replaced (by one that fails as User-Mode Linux's nf_tables does); the legacy probe is real.
+    const dir = mkdtempSync(join(tmpdir(), 'kip-probe-'));
+    try {
+      const stub = join(dir, 'iptables-nft-restore');
+      writeFileSync(stub, '#!/bin/sh\ncat >/dev/null\necho "line 2: TABLE_ADD failed (Operation not supported): table nat" >&2\nexit 4\n', { mode: 0o755 });
+      const d = await detectBackendWithReason({ probe: true, binaries: { nftRestore: stub } });
+      expect(d).toMatchObject({ backend: 'legacy', reason: 'default' });
+      expect(d.unusable.nft).toContain('TABLE_ADD failed (Operation not supported): table nat');
+      expect((await spawnExec('iptables-legacy-save', [])).stdout).toMatch(/^\*nat$/m);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
