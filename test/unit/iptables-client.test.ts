@@ -42,7 +42,7 @@ describe('detectBackend', () => {
   it('picks nft when an iptables-nft-save shows kubelet hint chains', async () => {
     const { exec, calls } = fakeExec((file) => (file === 'iptables-nft-save' ? MANGLE_WITH_HINT : FILTER_RULES(50)));
     expect(await detectBackendWithReason({ exec })).toMatchObject({ backend: 'nft', reason: 'hint-nft', unusable: {} });
-    expect(calls.map((c) => c.file).sort()).toEqual(['ip6tables-legacy-save', 'ip6tables-nft-save', 'iptables-legacy-save', 'iptables-nft-save']);
+    expect(calls.map((c) => c.file).sort()).toEqual(['iptables-legacy-save', 'iptables-nft-save']); // IPv6 not needed
   });
 
   it('checks ip6tables-nft-save too', async () => {
@@ -77,17 +77,27 @@ describe('detectBackend', () => {
     });
   });
 
-  it('runs the four saves at once', async () => {
-    let running = 0;
-    let most = 0;
-    const exec: Exec = async () => {
-      most = Math.max(most, ++running);
+  it('runs both backends\' saves at once: IPv4, then IPv6', async () => {
+    const rounds: string[][] = [];
+    let current: string[] | null = null;
+    const exec: Exec = async (file) => {
+      if (current === null) rounds.push((current = []));
+      current.push(file);
       await new Promise((r) => setTimeout(r, 20));
-      running--;
+      current = null;
       return { code: 0, signal: null, stdout: '', stderr: '' };
     };
     await detectBackend({ exec });
-    expect(most).toBe(4);
+    expect(rounds).toEqual([
+      ['iptables-nft-save', 'iptables-legacy-save'],
+      ['ip6tables-nft-save', 'ip6tables-legacy-save'],
+    ]);
+  });
+
+  it('probe: skipped when the preferred backend already holds nat and filter tables', async () => {
+    const { exec, calls } = fakeExec((file) => (file === 'iptables-nft-save' ? `${MANGLE_WITH_HINT}*nat\nCOMMIT\n*filter\nCOMMIT\n` : ''));
+    expect(await detectBackendWithReason({ exec, probe: true })).toMatchObject({ backend: 'nft', unusable: {} });
+    expect(calls.some((c) => c.file.endsWith('-restore'))).toBe(false);
   });
 
   it('uses the other backend when the preferred one cannot even save', async () => {

@@ -104,9 +104,10 @@ function firstLines(text: string): string {
 /**
  * Picks nft or legacy the way kubernetes-sigs/iptables-wrappers does: kubelet's hint chains
  * (KUBE-IPTABLES-HINT, KUBE-KUBELET-CANARY), else whichever backend holds more rules, else nft.
- * Reads one full iptables-save per backend and family, all at once (a full save creates no
- * table; `iptables-legacy-save -t mangle` would). Failing commands count as empty output. The
- * preferred backend must then be usable (its IPv4 save worked and, with `probe`, it restored
+ * Reads full iptables-saves (a full save creates no table; `iptables-legacy-save -t mangle`
+ * would), both backends' at once: IPv4, then (unless nft's has a hint) IPv6. Failing
+ * commands count as empty output. The preferred backend must then be usable (its IPv4 save
+ * worked and, with `probe`, it holds nat and filter tables already or restores
  * {@link PROBE_INPUT}), else the other one is used if it is.
  */
 export async function detectBackendWithReason(opts: DetectOptions = {}): Promise<Detection> {
@@ -126,23 +127,27 @@ export async function detectBackendWithReason(opts: DetectOptions = {}): Promise
       return { stdout: '', error: `${file}: ${(e as Error).message}` };
     }
   };
-  const saves = await Promise.all([bin.nftSave, bin.nftSave6, bin.legacySave, bin.legacySave6].map((f) => run(f, [])));
-  const [nft4, nft6, legacy4, legacy6] = saves as [Outcome, Outcome, Outcome, Outcome];
-  const nft = [nft4.stdout, nft6.stdout];
-  const legacy = [legacy4.stdout, legacy6.stdout];
-  const nftRules = nft.reduce((n, s) => n + countRules(s), 0);
-  const legacyRules = legacy.reduce((n, s) => n + countRules(s), 0);
+  const [nft4, legacy4] = await Promise.all([run(bin.nftSave, []), run(bin.legacySave, [])]);
   let preferred: Omit<Detection, 'unusable'>;
-  if (nft.some(hasHint)) preferred = { backend: 'nft', reason: 'hint-nft', nftRules: 0, legacyRules: 0 };
-  else if (legacy.some(hasHint)) preferred = { backend: 'legacy', reason: 'hint-legacy', nftRules: 0, legacyRules: 0 };
-  else if (legacyRules > nftRules) preferred = { backend: 'legacy', reason: 'more-rules', nftRules, legacyRules };
-  else preferred = { backend: 'nft', reason: nftRules > 0 ? 'more-rules' : 'default', nftRules, legacyRules };
+  if (hasHint(nft4.stdout)) preferred = { backend: 'nft', reason: 'hint-nft', nftRules: 0, legacyRules: 0 };
+  else {
+    // An nft hint in IPv6 still beats a legacy one; legacy's IPv6 rules matter only without a hint.
+    const legacyHint = hasHint(legacy4.stdout);
+    const [nft6, legacy6] = await Promise.all([run(bin.nftSave6, []), legacyHint ? null : run(bin.legacySave6, [])]);
+    const nftRules = countRules(nft4.stdout) + countRules(nft6.stdout);
+    const legacyRules = countRules(legacy4.stdout) + countRules(legacy6?.stdout ?? '');
+    if (hasHint(nft6.stdout)) preferred = { backend: 'nft', reason: 'hint-nft', nftRules: 0, legacyRules: 0 };
+    else if (legacyHint || hasHint(legacy6?.stdout ?? '')) preferred = { backend: 'legacy', reason: 'hint-legacy', nftRules: 0, legacyRules: 0 };
+    else if (legacyRules > nftRules) preferred = { backend: 'legacy', reason: 'more-rules', nftRules, legacyRules };
+    else preferred = { backend: 'nft', reason: nftRules > 0 ? 'more-rules' : 'default', nftRules, legacyRules };
+  }
 
-  // Usable: its IPv4 save worked and, with `probe`, it programmed the probe.
+  // Usable: its IPv4 save worked and, with `probe`, it already has nat and filter tables (it
+  // could create them) or it restores the probe.
   const check = async (backend: Backend): Promise<string | null> => {
     const saved = backend === 'nft' ? nft4 : legacy4;
     if (saved.error !== null) return saved.error;
-    if (!opts.probe) return null;
+    if (!opts.probe || (/^\*nat$/m.test(saved.stdout) && /^\*filter$/m.test(saved.stdout))) return null;
     return (await run(backend === 'nft' ? bin.nftRestore : bin.legacyRestore, ['-w', '5', '--noflush'], PROBE_INPUT)).error;
   };
   const first = await check(preferred.backend);
