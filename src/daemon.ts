@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import type { Config } from './config.js';
 import { NetlinkIpsetClient } from './kernel/ipset/client.js';
 import { NetlinkIpvsClient, type IpvsClient } from './kernel/ipvs/client.js';
-import { detectBackendWithReason, Iptables } from './kernel/iptables.js';
+import { detectBackendWithReason, Iptables, type Family } from './kernel/iptables.js';
 import { DEFAULT_DUMMY_LINK, NetlinkLinkClient } from './kernel/link.js';
 import type { Logger } from './log.js';
 import { removeIptablesModeLeftovers } from './proxy/iptables/leftovers.js';
@@ -89,7 +89,7 @@ async function chooseMode(config: Config, logger: Logger): Promise<{ mode: Proxy
  * the preferred backend must pass a probe that programs nat and filter; otherwise the other one
  * is used, with a warning naming why.
  */
-async function openIptables(config: Config, logger: Logger): Promise<{ ipv4: Iptables; ipv6: Iptables }> {
+async function openIptables(config: Config, logger: Logger): Promise<{ ipv4: Iptables; ipv6: Iptables; saved: Partial<Record<Family, string>> }> {
   const d = await detectBackendWithReason({ probe: !config.dryRun });
   const other = d.backend === 'nft' ? 'legacy' : 'nft';
   if (d.unusable[d.backend] !== undefined) {
@@ -100,7 +100,7 @@ async function openIptables(config: Config, logger: Logger): Promise<{ ipv4: Ipt
       `iptables backend ${other} cannot program the nat and filter tables here: using ${d.backend}`,
     );
   }
-  return { ipv4: new Iptables(d.backend, { family: 'ipv4' }), ipv6: new Iptables(d.backend, { family: 'ipv6' }) };
+  return { ipv4: new Iptables(d.backend, { family: 'ipv4' }), ipv6: new Iptables(d.backend, { family: 'ipv6' }), saved: d.saved };
 }
 
 /** Runs the daemon until SIGTERM/SIGINT (or one sync with --once); returns the exit code. */
@@ -132,7 +132,7 @@ export async function runDaemon(config: Config, logger: Logger): Promise<number>
         });
   logger.info({ nodeName, mode, iptables: iptables.backend, source: config.manifests ?? 'kubernetes' }, 'starting');
   // The IPVS mode's first sync deletes the iptables mode's chains; these jumps it would keep.
-  if (mode === 'ipvs' && !config.dryRun) await removeIptablesModeLeftovers([iptables, ip6tables], config, logger);
+  if (mode === 'ipvs' && !config.dryRun) await removeIptablesModeLeftovers([iptables, ip6tables], config, logger, ipts.saved);
   const source = await sourceP;
   if (config.once || config.dryRun) {
     await source.start(proxier.handler(() => {}));

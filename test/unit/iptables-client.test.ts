@@ -58,9 +58,9 @@ describe('detectBackend', () => {
 
   it('falls back to the backend with more rules', async () => {
     const legacy = fakeExec((file) => (file.includes('legacy') ? FILTER_RULES(7) : FILTER_RULES(3)));
-    expect(await detectBackendWithReason({ exec: legacy.exec })).toEqual({ backend: 'legacy', reason: 'more-rules', nftRules: 6, legacyRules: 14, unusable: {} });
+    expect(await detectBackendWithReason({ exec: legacy.exec })).toEqual({ backend: 'legacy', reason: 'more-rules', nftRules: 6, legacyRules: 14, unusable: {}, saved: { ipv4: FILTER_RULES(7), ipv6: FILTER_RULES(7) } });
     const nft = fakeExec((file) => (file.includes('legacy') ? FILTER_RULES(2) : FILTER_RULES(5)));
-    expect(await detectBackendWithReason({ exec: nft.exec })).toEqual({ backend: 'nft', reason: 'more-rules', nftRules: 10, legacyRules: 4, unusable: {} });
+    expect(await detectBackendWithReason({ exec: nft.exec })).toMatchObject({ backend: 'nft', reason: 'more-rules', nftRules: 10, legacyRules: 4, unusable: {} });
   });
 
   it('defaults to nft when nothing has rules, and treats failing or missing binaries as empty', async () => {
@@ -74,6 +74,7 @@ describe('detectBackend', () => {
       nftRules: 0,
       legacyRules: 0,
       unusable: { nft: 'iptables-nft-save: boom', legacy: 'iptables-legacy-save: boom' },
+      saved: {},
     });
   });
 
@@ -110,6 +111,7 @@ describe('detectBackend', () => {
       nftRules: 0,
       legacyRules: 0,
       unusable: { nft: 'iptables-nft-save: iptables-nft-save v1.8.9 (nf_tables): Could not fetch rule set generation id: Invalid argument' },
+      saved: { ipv4: '', ipv6: '' },
     });
   });
 
@@ -255,6 +257,9 @@ COMMIT
       filter: [],
     });
     expect(calls).toEqual([expect.objectContaining({ file: 'iptables-nft-save', args: [] })]);
+    // Given output read just before (by backend detection), it runs nothing.
+    expect((await ipt.saveOwned(['nat'], NAT_NOW)).nat).toHaveLength(4);
+    expect(calls).toHaveLength(1);
   });
 
   it('serialises concurrent syncs (save and restore never interleave)', async () => {

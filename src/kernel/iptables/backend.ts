@@ -66,6 +66,8 @@ export interface Detection {
    * `backend` is the other one; when both are, `backend` is the preferred one anyway.
    */
   unusable: Partial<Record<Backend, string>>;
+  /** The chosen backend's full iptables-save output per family, where detection read it. */
+  saved: Partial<Record<Family, string>>;
 }
 
 /**
@@ -128,15 +130,17 @@ export async function detectBackendWithReason(opts: DetectOptions = {}): Promise
     }
   };
   const [nft4, legacy4] = await Promise.all([run(bin.nftSave, []), run(bin.legacySave, [])]);
-  let preferred: Omit<Detection, 'unusable'>;
+  let preferred: Omit<Detection, 'unusable' | 'saved'>;
+  let nft6: Outcome | null = null;
+  let legacy6: Outcome | null = null;
   if (hasHint(nft4.stdout)) preferred = { backend: 'nft', reason: 'hint-nft', nftRules: 0, legacyRules: 0 };
   else {
     // An nft hint in IPv6 still beats a legacy one; legacy's IPv6 rules matter only without a hint.
     const legacyHint = hasHint(legacy4.stdout);
-    const [nft6, legacy6] = await Promise.all([run(bin.nftSave6, []), legacyHint ? null : run(bin.legacySave6, [])]);
-    const nftRules = countRules(nft4.stdout) + countRules(nft6.stdout);
+    [nft6, legacy6] = await Promise.all([run(bin.nftSave6, []), legacyHint ? null : run(bin.legacySave6, [])]);
+    const nftRules = countRules(nft4.stdout) + countRules(nft6!.stdout);
     const legacyRules = countRules(legacy4.stdout) + countRules(legacy6?.stdout ?? '');
-    if (hasHint(nft6.stdout)) preferred = { backend: 'nft', reason: 'hint-nft', nftRules: 0, legacyRules: 0 };
+    if (hasHint(nft6!.stdout)) preferred = { backend: 'nft', reason: 'hint-nft', nftRules: 0, legacyRules: 0 };
     else if (legacyHint || hasHint(legacy6?.stdout ?? '')) preferred = { backend: 'legacy', reason: 'hint-legacy', nftRules: 0, legacyRules: 0 };
     else if (legacyRules > nftRules) preferred = { backend: 'legacy', reason: 'more-rules', nftRules, legacyRules };
     else preferred = { backend: 'nft', reason: nftRules > 0 ? 'more-rules' : 'default', nftRules, legacyRules };
@@ -150,12 +154,17 @@ export async function detectBackendWithReason(opts: DetectOptions = {}): Promise
     if (!opts.probe || (/^\*nat$/m.test(saved.stdout) && /^\*filter$/m.test(saved.stdout))) return null;
     return (await run(backend === 'nft' ? bin.nftRestore : bin.legacyRestore, ['-w', '5', '--noflush'], PROBE_INPUT)).error;
   };
+  const savedBy = (backend: Backend): Partial<Record<Family, string>> => {
+    const [v4, v6] = backend === 'nft' ? [nft4, nft6] : [legacy4, legacy6];
+    return { ...(v4.error === null ? { ipv4: v4.stdout } : {}), ...(v6 && v6.error === null ? { ipv6: v6.stdout } : {}) };
+  };
   const first = await check(preferred.backend);
-  if (first === null) return { ...preferred, unusable: {} };
+  if (first === null) return { ...preferred, unusable: {}, saved: savedBy(preferred.backend) };
   const other: Backend = preferred.backend === 'nft' ? 'legacy' : 'nft';
   const second = await check(other);
   const unusable = { [preferred.backend]: first, ...(second === null ? {} : { [other]: second }) };
-  return { ...preferred, backend: second === null ? other : preferred.backend, unusable };
+  const backend = second === null ? other : preferred.backend;
+  return { ...preferred, backend, unusable, saved: savedBy(backend) };
 }
 
 /** {@link detectBackendWithReason}, backend only. */

@@ -36,7 +36,7 @@ describe.skipIf(!haveBoth)('backend detection on the real tools', () => {
 
   it('follows kubelet hint chains, then rule counts, else nft', async () => {
     await resetAll();
-    expect(await detectBackendWithReason()).toEqual({ backend: 'nft', reason: 'default', nftRules: 0, legacyRules: 0, unusable: {} });
+    expect(await detectBackendWithReason()).toMatchObject({ backend: 'nft', reason: 'default', nftRules: 0, legacyRules: 0, unusable: {} });
 
     await sh('iptables-legacy', ['-w', '5', '-t', 'mangle', '-N', 'KUBE-IPTABLES-HINT']);
     expect(await detectBackendWithReason()).toMatchObject({ backend: 'legacy', reason: 'hint-legacy' });
@@ -49,9 +49,9 @@ describe.skipIf(!haveBoth)('backend detection on the real tools', () => {
     await resetAll();
     for (const n of [1, 2, 3]) await sh('iptables-legacy', ['-w', '5', '-A', 'INPUT', '-s', `10.0.0.${n}`, '-j', 'ACCEPT']);
     await sh('iptables-nft', ['-A', 'INPUT', '-s', '10.0.1.1', '-j', 'ACCEPT']);
-    expect(await detectBackendWithReason()).toEqual({ backend: 'legacy', reason: 'more-rules', nftRules: 1, legacyRules: 3, unusable: {} });
+    expect(await detectBackendWithReason()).toMatchObject({ backend: 'legacy', reason: 'more-rules', nftRules: 1, legacyRules: 3, unusable: {} });
     for (const n of [2, 3, 4]) await sh('ip6tables-nft', ['-A', 'INPUT', '-s', `fd00::${n}`, '-j', 'ACCEPT']);
-    expect(await detectBackendWithReason()).toEqual({ backend: 'nft', reason: 'more-rules', nftRules: 4, legacyRules: 3, unusable: {} });
+    expect(await detectBackendWithReason()).toMatchObject({ backend: 'nft', reason: 'more-rules', nftRules: 4, legacyRules: 3, unusable: {} });
   });
 });
 
@@ -75,7 +75,7 @@ console.log(JSON.stringify({ d, nft: await save('iptables-nft-save'), legacy: aw
 describe.skipIf(!haveBoth)('backend probe on the real tools (each in a fresh netns)', () => {
   it('both backends pass here, so the preference holds; the probe leaves nothing but the tables', async () => {
     const plain = await probeInFreshNetns('true');
-    expect(plain.d).toEqual({ backend: 'nft', reason: 'default', nftRules: 0, legacyRules: 0, unusable: {} });
+    expect(plain.d).toMatchObject({ backend: 'nft', reason: 'default', nftRules: 0, legacyRules: 0, unusable: {} });
     expect(plain.nft).toMatch(/^\*nat$/m); // the probe did create the nat table
     expect(plain.legacy).not.toMatch(/^\*nat$/m); // and touched only the chosen backend
     const hinted = await probeInFreshNetns('iptables-legacy -w 5 -t mangle -N KUBE-IPTABLES-HINT');
