@@ -29,6 +29,8 @@ export interface KubernetesSourceOptions {
   backoff?: Backoff;
   /** A list taking longer is aborted and retried (default 60 s). */
   listTimeoutMs?: number;
+  /** Objects per list page (default 500). */
+  pageSize?: number;
 }
 
 /** The annotation kubectl apply writes: a whole copy of the object the proxy never reads. */
@@ -61,8 +63,9 @@ export class KubernetesSource implements ProxySource {
     const http = (this.#http = new KubeHttp(config));
     const backoff = this.#opts.backoff ?? { initialMs: 500, maxMs: 30_000 };
     const listTimeoutMs = this.#opts.listTimeoutMs ?? 60_000;
+    const pageSize = this.#opts.pageSize ?? 500;
     const make = (kind: SourceKind, path: string, fieldSelector?: string): Informer =>
-      new Informer(http, { path, backoff, listTimeoutMs, logger, ...(fieldSelector ? { fieldSelector } : {}) }, this.#events(kind, handler));
+      new Informer(http, { path, backoff, listTimeoutMs, pageSize, logger, ...(fieldSelector ? { fieldSelector } : {}) }, this.#events(kind, handler));
     this.#informers = [
       make('Service', '/api/v1/services'),
       make('EndpointSlice', '/apis/discovery.k8s.io/v1/endpointslices'),

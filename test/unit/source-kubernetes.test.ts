@@ -151,6 +151,11 @@ class FakeApiServer {
     res.end(JSON.stringify({ apiVersion, kind, metadata, items: all.slice(offset, end) }));
   }
 
+  /** Ends every watch of the resource with an ERROR event carrying `code`. */
+  watchError(resource: Resource, code: number): void {
+    for (const w of this.#watches) if (w.resource === resource) w.res.end(`${JSON.stringify({ type: 'ERROR', object: status(code) })}\n`);
+  }
+
   /** Sends a BOOKMARK at the current resourceVersion on every watch of the resource. */
   bookmark(resource: Resource): void {
     const [apiVersion, kind] = LIST_KIND[resource];
@@ -383,6 +388,134 @@ describe('watch', () => {
     api.put('services', svc('d', '10.96.0.4'));
     await until(() => rec.events, (e) => e.includes('svc demo/d'));
     expect(rec.events.filter((e) => e === 'synced')).toEqual([]);
+  });
+});
+
+describe('paging and bookmarks', () => {
+  it('lists in pages of `limit`, following continue tokens, and syncs after the last page', async () => {
+    for (let i = 0; i < 7; i++) api.put('services', svc(`s${i}`, `10.96.0.${i + 1}`));
+    const { rec, started } = source({ pageSize: 3 });
+    await started;
+    expect(listsOf('/api/v1/services')).toEqual([
+      'GET /api/v1/services?limit=3',
+      'GET /api/v1/services?limit=3&continue=8%3A3',
+      'GET /api/v1/services?limit=3&continue=8%3A6',
+    ]);
+    expect(rec.services.size).toBe(7);
+    expect(rec.events.at(-1)).toBe('synced');
+    await until(() => api.openWatches, (n) => n === 3);
+    expect(watchesOf('/api/v1/services')).toEqual(['GET /api/v1/services?watch=true&allowWatchBookmarks=true&resourceVersion=8']);
+  });
+
+  it('restarts a list whose continue token expired (410), delivering each object once', async () => {
+    for (let i = 0; i < 5; i++) api.put('services', svc(`s${i}`, `10.96.0.${i + 1}`));
+    api.expireContinue = 1;
+    const { rec, started } = source({ pageSize: 2 });
+    await started;
+    expect(listsOf('/api/v1/services').filter((r) => !r.includes('continue'))).toHaveLength(2);
+    expect(rec.events.filter((e) => e.startsWith('svc')).sort()).toEqual(['svc demo/s0', 'svc demo/s1', 'svc demo/s2', 'svc demo/s3', 'svc demo/s4']);
+  });
+
+  it('bookmarks move the resourceVersion: a closed watch resumes from the bookmark, past compacted history', async () => {
+    api.put('services', svc('web', '10.96.0.10'));
+    const { rec, started } = source();
+    await started;
+    await until(() => api.openWatches, (n) => n === 3);
+    // Changes to other resources move the global resourceVersion; the services watch sees only a bookmark.
+    for (let i = 0; i < 5; i++) api.put('endpointslices', slice(`other-${i}`, 'other', ['10.244.9.9']), true);
+    api.bookmark('services');
+    const bookmarked = api.rv;
+    await sleep(50);
+    api.compactedRv = bookmarked; // a resume from the list's resourceVersion would now get 410
+    api.closeWatches();
+    await until(() => watchesOf('/api/v1/services'), (w) => w.length === 2);
+    expect(watchesOf('/api/v1/services')[1]).toBe(`GET /api/v1/services?watch=true&allowWatchBookmarks=true&resourceVersion=${bookmarked}`);
+    await until(() => api.openWatches, (n) => n >= 1);
+    api.put('services', svc('late', '10.96.0.99'));
+    await until(() => rec.events, (e) => e.includes('svc demo/late'));
+    expect(listsOf('/api/v1/services')).toHaveLength(1);
+  });
+
+  it('a watch ERROR other than 410 is retried from the same resourceVersion, without relisting', async () => {
+    api.put('services', svc('web', '10.96.0.10'));
+    const { rec, started } = source();
+    await started;
+    await until(() => api.openWatches, (n) => n === 3);
+    api.put('services', svc('dns', '10.96.0.53'));
+    await until(() => rec.events, (e) => e.includes('svc demo/dns'));
+    const rv = api.rv;
+    api.watchError('services', 500);
+    await until(() => watchesOf('/api/v1/services'), (w) => w.length === 2);
+    expect(watchesOf('/api/v1/services')[1]).toBe(`GET /api/v1/services?watch=true&allowWatchBookmarks=true&resourceVersion=${rv}`);
+    expect(listsOf('/api/v1/services')).toHaveLength(1);
+  });
+
+  it('delivers the compact form: no managedFields, no last-applied annotation, other annotations kept', async () => {
+    const o = svc('web', '10.96.0.10');
+    Object.assign(o.metadata, {
+      managedFields: [{ manager: 'kubectl', fieldsV1: { 'f:spec': {} } }],
+      annotations: { 'kubectl.kubernetes.io/last-applied-configuration': '{"big":"copy"}', 'kube-ipvs-proxy.io/scheduler': 'wrr' },
+    });
+    api.put('services', o);
+    const { rec, started } = source();
+    await started;
+    const got = rec.services.get('demo/web')!;
+    expect(got.metadata).not.toHaveProperty('managedFields');
+    expect(got.metadata).not.toHaveProperty('creationTimestamp');
+    expect(got.metadata.annotations).toEqual({ 'kube-ipvs-proxy.io/scheduler': 'wrr' });
+  });
+});
+
+describe('auth', () => {
+  it('sends the kubeconfig token, and a token file\'s content', async () => {
+    api.requireAuth = 'Bearer s3cret';
+    await writeFile(kubeconfig, kubeconfigFor(api.url).replace('user: {}', 'user: { token: s3cret }'));
+    const { rec, started } = source();
+    await started;
+    expect(rec.events).toContain('synced');
+    expect(new Set(api.auth)).toEqual(new Set(['Bearer s3cret']));
+    await writeFile(join(dir, 'token'), 'from-file\n');
+    await writeFile(kubeconfig, kubeconfigFor(api.url).replace('user: {}', 'user: { tokenFile: token }'));
+    const cfg = await loadClientConfig({ kubeconfig });
+    const opts: { headers?: Record<string, string> } = {};
+    await cfg.apply(opts);
+    expect(opts.headers?.authorization).toBe('Bearer from-file');
+  });
+
+  it('hands an exec plugin to client-node, whose credential is sent', async () => {
+    const plugin = join(dir, 'cred.sh');
+    await writeFile(plugin, `#!/bin/sh\necho '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"from-exec"}}'\n`);
+    await chmod(plugin, 0o755);
+    const user = `user: { exec: { apiVersion: client.authentication.k8s.io/v1, command: "${plugin}", interactiveMode: Never } }`;
+    await writeFile(kubeconfig, kubeconfigFor(api.url).replace('user: {}', user));
+    api.requireAuth = 'Bearer from-exec';
+    api.put('services', svc('web', '10.96.0.10'));
+    const { rec, started } = source();
+    await started;
+    expect(rec.events).toContain('svc demo/web');
+    expect((await loadClientConfig({ kubeconfig })).auth).toBe('client-node');
+  });
+
+  it('applies TLS from the kubeconfig (CA, client certificate, insecure, server name) and in-cluster addresses', async () => {
+    const b64 = (t: string): string => Buffer.from(t).toString('base64');
+    await writeFile(join(dir, 'client.key'), 'KEY');
+    await writeFile(
+      kubeconfig,
+      `apiVersion: v1
+clusters: [{ name: c, cluster: { server: "https://api.example:6443/", certificate-authority-data: ${b64('CA')}, tls-server-name: kube } }]
+users: [{ name: u, user: { client-certificate-data: ${b64('CERT')}, client-key: client.key } }]
+contexts: [{ name: x, context: { cluster: c, user: u } }]
+current-context: x
+`,
+    );
+    const cfg = await loadClientConfig({ kubeconfig });
+    expect(cfg).toMatchObject({ server: 'https://api.example:6443', auth: 'client-certificate' });
+    const opts: Record<string, unknown> = {};
+    await cfg.apply(opts);
+    expect({ ca: String(opts.ca), cert: String(opts.cert), key: String(opts.key), servername: opts.servername }).toEqual({ ca: 'CA', cert: 'CERT', key: 'KEY', servername: 'kube' });
+    await expect(loadClientConfig({}, { KUBERNETES_SERVICE_HOST: 'fd00::1', KUBERNETES_SERVICE_PORT: '6443' })).resolves.toMatchObject({ server: 'https://[fd00::1]:6443' });
+    await writeFile(kubeconfig, 'apiVersion: v1\ncurrent-context: nope\ncontexts: []\n');
+    await expect(loadClientConfig({ kubeconfig })).rejects.toThrow(/contexts: no entry named "nope"/);
   });
 });
 
