@@ -3,10 +3,8 @@
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-import { runCleanup } from './cleanup.js';
 import { ConfigError, formatHelp, parseArgs } from './config.js';
-import { runDaemon } from './daemon.js';
-import { formatInspect, gatherInspect, type InspectSources } from './inspect.js';
+import type { InspectSources } from './inspect.js';
 import { createLogger } from './log.js';
 
 /** Where the CLI writes; injectable so tests can run it in-process. */
@@ -36,16 +34,22 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     return 0;
   }
   for (const w of parsed.warnings) io.stderr(`warning: ${w}\n`);
+  // Each command imports only its own modules: start-up time is module loading.
   switch (parsed.command) {
     case 'inspect': {
+      const { formatInspect, gatherInspect } = await import('./inspect.js');
       const report = await gatherInspect(io.inspectSources);
       io.stdout(parsed.json ? `${JSON.stringify(report)}\n` : formatInspect(report));
       return 0;
     }
-    case 'cleanup':
+    case 'cleanup': {
+      const { runCleanup } = await import('./cleanup.js');
       return runCleanup(parsed.config, createLogger(parsed.config.log));
-    case 'run':
+    }
+    case 'run': {
+      const { runDaemon } = await import('./daemon.js');
       return runDaemon(parsed.config, createLogger(parsed.config.log));
+    }
   }
 }
 

@@ -9,13 +9,11 @@ import { NetlinkIpvsClient, type IpvsClient } from './kernel/ipvs/client.js';
 import { Iptables } from './kernel/iptables.js';
 import { DEFAULT_DUMMY_LINK, NetlinkLinkClient } from './kernel/link.js';
 import type { Logger } from './log.js';
-import { removeIptablesModeLeftovers } from './proxy/iptables/leftovers.js';
-import { IptablesProxier } from './proxy/iptables/proxier.js';
-import { IpvsProxier } from './proxy/ipvs/proxier.js';
 import { BoundedFrequencyRunner } from './proxy/runner.js';
 import { HealthServer, ProxyHealth } from './server/health.js';
 import { MetricsServer, ProxyMetrics, type ProxyMode } from './server/metrics.js';
 import { ServiceHealthServers } from './server/servicehealth.js';
+import { DeferredHandler } from './source/deferred.js';
 import type { ProxySource, SourceHandler } from './source/types.js';
 
 /** The node name: --hostname-override, else the host name, lower-cased as kube-proxy does. */
@@ -84,11 +82,35 @@ async function chooseMode(config: Config, logger: Logger): Promise<{ mode: Proxy
   return { mode: 'iptables', ipvs: null };
 }
 
+/** A source started before the proxier exists: its deliveries wait in `held`. */
+interface EarlySource {
+  source: ProxySource;
+  held: DeferredHandler;
+  synced: Promise<void>;
+}
+
 /** Runs the daemon until SIGTERM/SIGINT (or one sync with --once); returns the exit code. */
 export async function runDaemon(config: Config, logger: Logger): Promise<number> {
   const nodeName = nodeNameOf(config);
+  // The source lists while the kernel is probed and the proxier built, not after.
+  const source = await sourceFor(config, nodeName, logger);
+  const held = new DeferredHandler();
+  const synced = source.start(held);
+  synced.catch(() => {}); // awaited once the proxier can take the objects
+  try {
+    return await runWithSource(config, logger, nodeName, { source, held, synced });
+  } catch (e) {
+    await source.stop();
+    throw e;
+  }
+}
+
+async function runWithSource(config: Config, logger: Logger, nodeName: string, { source, held, synced }: EarlySource): Promise<number> {
   const chosen = await chooseMode(config, logger);
-  if (chosen === null) return 1;
+  if (chosen === null) {
+    await source.stop();
+    return 1;
+  }
   const { mode } = chosen;
   const iptables = await Iptables.create({ family: 'ipv4' });
   const ip6tables = await Iptables.create({ family: 'ipv6', backend: iptables.backend }).catch(() => null);
@@ -97,25 +119,29 @@ export async function runDaemon(config: Config, logger: Logger): Promise<number>
   const health = new ProxyHealth({ syncPeriodMs: config.syncPeriodMs });
   const serviceHealth = new ServiceHealthServers({ proxyHealth: health, hostname: nodeName });
   const common = { config, nodeName, logger, metrics, health, serviceHealth };
+  // Only the chosen mode's proxier is loaded (start-up time is mostly module loading).
   const proxier: Proxier =
     chosen.ipvs !== null && mode === 'ipvs'
-      ? new IpvsProxier({
+      ? new (await import('./proxy/ipvs/proxier.js')).IpvsProxier({
           ...common,
           dummyName: DEFAULT_DUMMY_LINK,
           clients: { ipvs: chosen.ipvs, ipset: await NetlinkIpsetClient.open(), link: NetlinkLinkClient.open(), iptables: { ipv4: iptables, ipv6: ip6tables } },
         })
-      : new IptablesProxier({
+      : new (await import('./proxy/iptables/proxier.js')).IptablesProxier({
           ...common,
           dummyName: DEFAULT_DUMMY_LINK,
           clients: { ipvs: chosen.ipvs, ipset: await NetlinkIpsetClient.open().catch(() => null), link: NetlinkLinkClient.open(), iptables: { ipv4: iptables, ipv6: ip6tables } },
         });
   logger.info({ nodeName, mode, iptables: iptables.backend, source: config.manifests ?? 'kubernetes' }, 'starting');
   // The IPVS mode's first sync deletes the iptables mode's chains; these jumps it would keep.
-  if (mode === 'ipvs' && !config.dryRun) await removeIptablesModeLeftovers([iptables, ip6tables], config, logger);
+  if (mode === 'ipvs' && !config.dryRun) {
+    const { removeIptablesModeLeftovers } = await import('./proxy/iptables/leftovers.js');
+    await removeIptablesModeLeftovers([iptables, ip6tables], config, logger);
+  }
 
-  const source = await sourceFor(config, nodeName, logger);
   if (config.once || config.dryRun) {
-    await source.start(proxier.handler(() => {}));
+    held.attach(proxier.handler(() => {}));
+    await synced;
     let code = 0;
     try {
       await proxier.sync({ full: true });
@@ -146,7 +172,8 @@ export async function runDaemon(config: Config, logger: Logger): Promise<number>
     retryIntervalMs: Math.max(config.minSyncPeriodMs, 1000),
     onError: (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'sync failed; will retry'),
   });
-  await source.start(proxier.handler(() => runner.run()));
+  held.attach(proxier.handler(() => runner.run()));
+  await synced;
   runner.start();
   runner.run();
 

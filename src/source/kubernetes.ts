@@ -47,6 +47,7 @@ export class KubernetesSource implements ProxySource {
   #synced = false;
   #stopped = false;
   #startedAt = 0;
+  #heapAtStart = 0;
   #settle: { resolve: () => void; reject: (err: Error) => void } | undefined;
 
   constructor(options: KubernetesSourceOptions) {
@@ -57,6 +58,7 @@ export class KubernetesSource implements ProxySource {
   async start(handler: SourceHandler): Promise<void> {
     const { nodeName, logger } = this.#opts;
     this.#startedAt = performance.now();
+    this.#heapAtStart = process.memoryUsage().heapUsed;
     const config = await loadClientConfig(this.#opts);
     if (this.#stopped) throw new Error('kubernetes source stopped before the initial sync');
     const synced = new Promise<void>((resolve, reject) => (this.#settle = { resolve, reject }));
@@ -137,7 +139,8 @@ export class KubernetesSource implements ProxySource {
         durationMs: Math.round(performance.now() - this.#startedAt),
         rssMiB: Math.round(rss / 2 ** 20),
         heapUsedMiB: Math.round(heapUsed / 2 ** 20),
-        heapBytesPerObject: objects ? Math.round(heapUsed / objects) : 0,
+        // What the initial sync added to the heap (this source and its receiver), per object.
+        heapBytesPerObject: objects ? Math.round(Math.max(0, heapUsed - this.#heapAtStart) / objects) : 0,
       },
       'kubernetes: caches synced',
     );
