@@ -47,8 +47,12 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
       return runCleanup(parsed.config, createLogger(parsed.config.log));
     }
     case 'run': {
+      const logger = createLogger(parsed.config.log);
+      // The source starts reading before the daemon's own (larger) module graph is loaded.
+      const { startSource } = await import('./source/start.js');
+      const early = await startSource(parsed.config, logger);
       const { runDaemon } = await import('./daemon.js');
-      return runDaemon(parsed.config, createLogger(parsed.config.log));
+      return runDaemon(parsed.config, logger, early);
     }
   }
 }

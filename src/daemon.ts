@@ -1,6 +1,5 @@
 // The daemon: pick the mode, open the kernel clients, start the source, servers and runner.
 import { execFile } from 'node:child_process';
-import { hostname } from 'node:os';
 import { promisify } from 'node:util';
 
 import type { Config } from './config.js';
@@ -13,13 +12,10 @@ import { BoundedFrequencyRunner } from './proxy/runner.js';
 import { HealthServer, ProxyHealth } from './server/health.js';
 import { MetricsServer, ProxyMetrics, type ProxyMode } from './server/metrics.js';
 import { ServiceHealthServers } from './server/servicehealth.js';
-import { DeferredHandler } from './source/deferred.js';
-import type { ProxySource, SourceHandler } from './source/types.js';
+import { nodeNameOf, startSource, type EarlySource } from './source/start.js';
+import type { SourceHandler } from './source/types.js';
 
-/** The node name: --hostname-override, else the host name, lower-cased as kube-proxy does. */
-export function nodeNameOf(config: Config): string {
-  return (config.hostnameOverride ?? hostname()).trim().toLowerCase();
-}
+export { nodeNameOf } from './source/start.js';
 
 /**
  * Opens IPVS; when the kernel has no IPVS family, tries `modprobe ip_vs` once (schedulers are
@@ -35,21 +31,6 @@ export async function openIpvs(logger: Logger): Promise<{ client: IpvsClient } |
   }
   a = await NetlinkIpvsClient.open();
   return a.available ? { client: a.client } : { reason: `${a.reason}; modprobe ip_vs did not help` };
-}
-
-/** The source of objects; loaded on demand (the Kubernetes client is a large module graph). */
-async function sourceFor(config: Config, nodeName: string, logger: Logger): Promise<ProxySource> {
-  if (config.manifests) {
-    const { ManifestSource } = await import('./source/manifests.js');
-    return new ManifestSource({ path: config.manifests, nodeName, logger });
-  }
-  const { KubernetesSource } = await import('./source/kubernetes.js');
-  return new KubernetesSource({
-    nodeName,
-    logger,
-    ...(config.kubeconfig ? { kubeconfig: config.kubeconfig } : {}),
-    ...(config.master ? { master: config.master } : {}),
-  });
 }
 
 /** What the daemon needs of a proxier (IpvsProxier and IptablesProxier both are one). */
@@ -82,25 +63,18 @@ async function chooseMode(config: Config, logger: Logger): Promise<{ mode: Proxy
   return { mode: 'iptables', ipvs: null };
 }
 
-/** A source started before the proxier exists: its deliveries wait in `held`. */
-interface EarlySource {
-  source: ProxySource;
-  held: DeferredHandler;
-  synced: Promise<void>;
-}
-
-/** Runs the daemon until SIGTERM/SIGINT (or one sync with --once); returns the exit code. */
-export async function runDaemon(config: Config, logger: Logger): Promise<number> {
+/**
+ * Runs the daemon until SIGTERM/SIGINT (or one sync with --once); returns the exit code.
+ * `early` is the source the CLI started before loading this module (else it is started here):
+ * it lists while the kernel is probed and the proxier built, not after.
+ */
+export async function runDaemon(config: Config, logger: Logger, early?: EarlySource): Promise<number> {
   const nodeName = nodeNameOf(config);
-  // The source lists while the kernel is probed and the proxier built, not after.
-  const source = await sourceFor(config, nodeName, logger);
-  const held = new DeferredHandler();
-  const synced = source.start(held);
-  synced.catch(() => {}); // awaited once the proxier can take the objects
+  const started = early ?? (await startSource(config, logger));
   try {
-    return await runWithSource(config, logger, nodeName, { source, held, synced });
+    return await runWithSource(config, logger, nodeName, started);
   } catch (e) {
-    await source.stop();
+    await started.source.stop();
     throw e;
   }
 }
