@@ -4,7 +4,7 @@
 // file, re-read as kubelet rotates it, and CA), and kubeconfig files with a token, token file,
 // client certificate or basic auth. Anything else in the kubeconfig (exec plugins,
 // auth-provider, proxy-url, impersonation) is handed to client-node's KubeConfig, imported
-// only then, whose applyToHTTPSOptions sets TLS, agent and headers per request.
+// only then (at the first request), whose applyToHTTPSOptions sets TLS, agent and headers.
 import { readFileSync } from 'node:fs';
 import type { RequestOptions } from 'node:https';
 import { isIPv6 } from 'node:net';
@@ -35,7 +35,7 @@ const TOKEN_FILE_TTL_MS = 60_000;
  * Loads the client config: the kubeconfig file, else in-cluster, else --master alone; --master
  * then overrides the server. Throws, naming the file and field, when there is nothing usable.
  */
-export async function loadClientConfig(opts: ClientConfigOptions, env: NodeJS.ProcessEnv = process.env): Promise<ClientConfig> {
+export function loadClientConfig(opts: ClientConfigOptions, env: NodeJS.ProcessEnv = process.env): ClientConfig {
   if (opts.kubeconfig) return fromKubeconfig(opts.kubeconfig, opts.master);
   if (env.KUBERNETES_SERVICE_HOST) return inCluster(env, opts.master);
   if (opts.master) return make(opts.master, {}, null, 'none');
@@ -116,7 +116,7 @@ const SIMPLE_CLUSTER_FIELDS = new Set([
   'disable-compression',
 ]);
 
-async function fromKubeconfig(file: string, master: string | undefined): Promise<ClientConfig> {
+function fromKubeconfig(file: string, master: string | undefined): ClientConfig {
   const text = readFileSync(file, 'utf8');
   const doc = loadYaml(text, { filename: file });
   if (!isDict(doc)) throw new Error(`kubeconfig ${file}: not a YAML mapping`);
@@ -128,7 +128,7 @@ async function fromKubeconfig(file: string, master: string | undefined): Promise
   const server = master ?? cluster.server;
   if (typeof server !== 'string' || !server) throw new Error(`kubeconfig ${file}: cluster ${String(context.cluster)} has no server`);
   const simple = Object.keys(user).every((k) => SIMPLE_USER_FIELDS.has(k)) && Object.keys(cluster).every((k) => SIMPLE_CLUSTER_FIELDS.has(k));
-  if (!simple) return viaClientNode(file, master);
+  if (!simple) return viaClientNode(file, server, master);
   const dir = dirname(file);
   const data = (inline: string, path: string, what: string, fields: Dict): Buffer | undefined => {
     if (typeof fields[inline] === 'string') return Buffer.from(fields[inline], 'base64');
@@ -180,8 +180,17 @@ function isDict(v: unknown): v is Dict {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-/** client-node's KubeConfig for what is not read here (loaded from its light module only now). */
-async function viaClientNode(file: string, master: string | undefined): Promise<ClientConfig> {
+/** client-node's KubeConfig for what is not read here, imported at the first request. */
+function viaClientNode(file: string, server: string, master: string | undefined): ClientConfig {
+  let kc: Promise<{ applyToHTTPSOptions(o: RequestOptions): Promise<void> }> | undefined;
+  return {
+    server: server.replace(/\/+$/, ''),
+    auth: 'client-node',
+    apply: async (o) => (await (kc ??= clientNodeConfig(file, master))).applyToHTTPSOptions(o),
+  };
+}
+
+async function clientNodeConfig(file: string, master: string | undefined): Promise<{ applyToHTTPSOptions(o: RequestOptions): Promise<void> }> {
   const { KubeConfig } = await import('@kubernetes/client-node/dist/config.js');
   const kc = new KubeConfig();
   kc.loadFromFile(file);
@@ -193,11 +202,5 @@ async function viaClientNode(file: string, master: string | undefined): Promise<
     return { ...c, server, skipTLSVerify: c.skipTLSVerify || server.startsWith('http:') };
   });
   kc.loadFromOptions({ clusters, users: kc.users, contexts: kc.contexts, currentContext: kc.currentContext });
-  const server = kc.getCurrentCluster()?.server;
-  if (!server) throw new Error(`kubeconfig ${file}: the current context has no cluster server`);
-  return {
-    server: server.replace(/\/+$/, ''),
-    auth: 'client-node',
-    apply: (o) => kc.applyToHTTPSOptions(o),
-  };
+  return kc;
 }

@@ -8,6 +8,8 @@
 // - onSynced fires once the Service and EndpointSlice lists have been delivered and the Node
 //   list has either been delivered (onNode(null) when the node does not exist yet) or failed:
 //   the node is optional and arrives by onNode whenever it appears.
+import type { RequestOptions } from 'node:https';
+
 import type { Logger } from '../log.js';
 import { SERVICE_NAME_LABEL } from '../model/k8s.js';
 import type { EndpointSlice } from '../model/k8s.js';
@@ -31,6 +33,18 @@ export interface KubernetesSourceOptions {
   listTimeoutMs?: number;
   /** Objects per list page (default 500). */
   pageSize?: number;
+}
+
+/**
+ * The client config in the shape of client-node's KubeConfig that other API clients (the
+ * Events recorder) take: the server and per-request TLS/auth. Throws when there is no config.
+ */
+export function loadKubeConfig(opts: { kubeconfig?: string | undefined; master?: string | undefined }): {
+  getCurrentCluster(): { server: string };
+  applyToHTTPSOptions(o: RequestOptions): Promise<void>;
+} {
+  const config = loadClientConfig(opts);
+  return { getCurrentCluster: () => ({ server: config.server }), applyToHTTPSOptions: (o) => config.apply(o) };
 }
 
 /** The annotation kubectl apply writes: a whole copy of the object the proxy never reads. */
@@ -59,7 +73,7 @@ export class KubernetesSource implements ProxySource {
     const { nodeName, logger } = this.#opts;
     this.#startedAt = performance.now();
     this.#heapAtStart = process.memoryUsage().heapUsed;
-    const config = await loadClientConfig(this.#opts);
+    const config = loadClientConfig(this.#opts);
     if (this.#stopped) throw new Error('kubernetes source stopped before the initial sync');
     const synced = new Promise<void>((resolve, reject) => (this.#settle = { resolve, reject }));
     const http = (this.#http = new KubeHttp(config));

@@ -476,7 +476,7 @@ describe('auth', () => {
     expect(new Set(api.auth)).toEqual(new Set(['Bearer s3cret']));
     await writeFile(join(dir, 'token'), 'from-file\n');
     await writeFile(kubeconfig, kubeconfigFor(api.url).replace('user: {}', 'user: { tokenFile: token }'));
-    const cfg = await loadClientConfig({ kubeconfig });
+    const cfg = loadClientConfig({ kubeconfig });
     const opts: { headers?: Record<string, string> } = {};
     await cfg.apply(opts);
     expect(opts.headers?.authorization).toBe('Bearer from-file');
@@ -493,7 +493,7 @@ describe('auth', () => {
     const { rec, started } = source();
     await started;
     expect(rec.events).toContain('svc demo/web');
-    expect((await loadClientConfig({ kubeconfig })).auth).toBe('client-node');
+    expect(loadClientConfig({ kubeconfig }).auth).toBe('client-node');
   });
 
   it('applies TLS from the kubeconfig (CA, client certificate, insecure, server name) and in-cluster addresses', async () => {
@@ -508,14 +508,14 @@ contexts: [{ name: x, context: { cluster: c, user: u } }]
 current-context: x
 `,
     );
-    const cfg = await loadClientConfig({ kubeconfig });
+    const cfg = loadClientConfig({ kubeconfig });
     expect(cfg).toMatchObject({ server: 'https://api.example:6443', auth: 'client-certificate' });
     const opts: Record<string, unknown> = {};
     await cfg.apply(opts);
     expect({ ca: String(opts.ca), cert: String(opts.cert), key: String(opts.key), servername: opts.servername }).toEqual({ ca: 'CA', cert: 'CERT', key: 'KEY', servername: 'kube' });
-    await expect(loadClientConfig({}, { KUBERNETES_SERVICE_HOST: 'fd00::1', KUBERNETES_SERVICE_PORT: '6443' })).resolves.toMatchObject({ server: 'https://[fd00::1]:6443' });
+    expect(loadClientConfig({}, { KUBERNETES_SERVICE_HOST: 'fd00::1', KUBERNETES_SERVICE_PORT: '6443' })).toMatchObject({ server: 'https://[fd00::1]:6443' });
     await writeFile(kubeconfig, 'apiVersion: v1\ncurrent-context: nope\ncontexts: []\n');
-    await expect(loadClientConfig({ kubeconfig })).rejects.toThrow(/contexts: no entry named "nope"/);
+    expect(() => loadClientConfig({ kubeconfig })).toThrow(/contexts: no entry named "nope"/);
   });
 });
 
@@ -582,7 +582,7 @@ describe('config and stop', () => {
     const { rec, started } = source({ master: api.url });
     await started;
     expect(rec.events).toContain('svc demo/web');
-    await expect(loadClientConfig({ master: 'https://10.0.0.1:6443' }, {})).resolves.toMatchObject({ server: 'https://10.0.0.1:6443' });
+    expect(loadClientConfig({ master: 'https://10.0.0.1:6443' }, {})).toMatchObject({ server: 'https://10.0.0.1:6443' });
   });
 
   it('rejects start() when there is no config at all (no kubeconfig, no --master, not in a cluster)', async () => {
