@@ -1,5 +1,7 @@
 // The API server as a source: informers (list+watch) on Services, EndpointSlices
 // (discovery.k8s.io/v1) and this node's Node (fieldSelector metadata.name=<node>).
+// - Objects are decoded from each list page / watch line straight into the compact validated
+//   form (compact.ts, then the zod schemas once); the informers cache only resourceVersions.
 // - Every object is validated with the zod schemas; an invalid one is reported and skipped, so
 //   the last valid version delivered stays in force (a later valid version replaces it).
 // - EndpointSlices without the kubernetes.io/service-name label are not delivered (a slice that
@@ -13,6 +15,7 @@ import type { RequestOptions } from 'node:https';
 import type { Logger } from '../log.js';
 import { SERVICE_NAME_LABEL } from '../model/k8s.js';
 import type { EndpointSlice } from '../model/k8s.js';
+import { compact } from './compact.js';
 import { loadClientConfig } from './kube-config.js';
 import { KubeHttp } from './kube-http.js';
 import { Informer, type Backoff, type InformerEvents, type RawObject } from './kube-informer.js';
@@ -46,9 +49,6 @@ export function loadKubeConfig(opts: { kubeconfig?: string | undefined; master?:
   const config = loadClientConfig(opts);
   return { getCurrentCluster: () => ({ server: config.server }), applyToHTTPSOptions: (o) => config.apply(o) };
 }
-
-/** The annotation kubectl apply writes: a whole copy of the object the proxy never reads. */
-const LAST_APPLIED = 'kubectl.kubernetes.io/last-applied-configuration';
 
 /** Services, EndpointSlices and the Node from the API server; see the file comment. */
 export class KubernetesSource implements ProxySource {
@@ -113,7 +113,7 @@ export class KubernetesSource implements ProxySource {
   /** Decodes a raw object into the compact validated form (validated once), then delivers it. */
   #upsert(kind: SourceKind, key: string, raw: RawObject, h: SourceHandler): void {
     const name = `${kind} ${key || '(unnamed)'}`;
-    const result = validate(kind, slim(raw));
+    const result = validate(kind, compact(raw));
     if (!result.ok) {
       this.#opts.logger?.warn({ object: name, reason: result.reason }, 'kubernetes: object rejected');
       h.onError({ object: name, reason: result.reason });
@@ -161,17 +161,4 @@ export class KubernetesSource implements ProxySource {
     h.onSynced();
     this.#settle?.resolve();
   }
-}
-
-/**
- * Drops from a freshly parsed object what the proxy never reads and the schema would keep:
- * the last-applied annotation (managedFields and other unknown fields are stripped by the
- * schema itself). The object is the parser's own, so it is changed in place, not copied.
- */
-function slim(raw: RawObject): RawObject {
-  const annotations = (raw.metadata as { annotations?: unknown } | undefined)?.annotations;
-  if (typeof annotations === 'object' && annotations !== null && LAST_APPLIED in annotations) {
-    delete (annotations as Record<string, unknown>)[LAST_APPLIED];
-  }
-  return raw;
 }
