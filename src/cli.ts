@@ -4,6 +4,7 @@ import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 import { ConfigError, formatHelp, parseArgs } from './config.js';
+import { parseVip } from './config/args.js';
 import type { InspectSources } from './inspect.js';
 import { createLogger } from './log.js';
 
@@ -37,9 +38,12 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
   // Each command imports only its own modules: start-up time is module loading.
   switch (parsed.command) {
     case 'inspect': {
-      const { formatInspect, gatherInspect } = await import('./inspect.js');
-      const report = await gatherInspect(io.inspectSources);
-      io.stdout(parsed.json ? `${JSON.stringify(report)}\n` : formatInspect(report));
+      const { formatInspect, gatherInspect, inspectSourcesFor } = await import('./inspect.js');
+      const { stats, service, vip } = parsed.inspect;
+      const filter = { stats, ...(service !== undefined ? { service } : {}), ...(vip !== undefined ? { vip: parseVip(vip)! } : {}) };
+      const report = await gatherInspect(io.inspectSources ?? inspectSourcesFor(parsed.config), filter);
+      const filtered = service !== undefined || vip !== undefined;
+      io.stdout(parsed.json ? `${JSON.stringify(report)}\n` : formatInspect(report, { ipvsOnly: filtered }));
       return 0;
     }
     case 'cleanup': {

@@ -8,9 +8,11 @@ import { NetlinkIpvsClient, type IpvsClient } from './kernel/ipvs/client.js';
 import { Iptables } from './kernel/iptables.js';
 import { DEFAULT_DUMMY_LINK, NetlinkLinkClient } from './kernel/link.js';
 import type { Logger } from './log.js';
+import type { IpvsProxier } from './proxy/ipvs/proxier.js';
 import { BoundedFrequencyRunner } from './proxy/runner.js';
 import { HealthServer, ProxyHealth } from './server/health.js';
 import { MetricsServer, ProxyMetrics, type ProxyMode } from './server/metrics.js';
+import { serveIpvsViews } from './server/ipvs-views.js';
 import { ServiceHealthServers } from './server/servicehealth.js';
 import { nodeNameOf, startSource, type EarlySource } from './source/start.js';
 import type { SourceHandler } from './source/types.js';
@@ -92,15 +94,18 @@ async function runWithSource(config: Config, logger: Logger, nodeName: string, {
   metrics.setProxyMode(mode);
   const health = new ProxyHealth({ syncPeriodMs: config.syncPeriodMs });
   const serviceHealth = new ServiceHealthServers({ proxyHealth: health, hostname: nodeName });
-  const common = { config, nodeName, logger, metrics, health, serviceHealth };
+  // API mode: per-Service problems also become Events on the Service (not with --once/--dry-run).
+  const events = !config.events || config.manifests || config.once || config.dryRun ? null : await (await import('./source/events.js')).eventRecorderFor({ kubeconfig: config.kubeconfig, master: config.master, nodeName, logger });
+  const common = { config, nodeName, logger, metrics, health, serviceHealth, ...(events ? { events } : {}) };
   // Only the chosen mode's proxier is loaded (start-up time is mostly module loading).
+  let ipvsProxier: IpvsProxier | null = null;
   const proxier: Proxier =
     chosen.ipvs !== null && mode === 'ipvs'
-      ? new (await import('./proxy/ipvs/proxier.js')).IpvsProxier({
+      ? (ipvsProxier = new (await import('./proxy/ipvs/proxier.js')).IpvsProxier({
           ...common,
           dummyName: DEFAULT_DUMMY_LINK,
           clients: { ipvs: chosen.ipvs, ipset: await NetlinkIpsetClient.open(), link: NetlinkLinkClient.open(), iptables: { ipv4: iptables, ipv6: ip6tables } },
-        })
+        }))
       : new (await import('./proxy/iptables/proxier.js')).IptablesProxier({
           ...common,
           dummyName: DEFAULT_DUMMY_LINK,
@@ -139,6 +144,8 @@ async function runWithSource(config: Config, logger: Logger, nodeName: string, {
     s.setConfig(config);
     await s.start();
     servers.push(s);
+    const view = ipvsProxier;
+    if (view) servers.push(await serveIpvsViews(s, () => view.desiredView(), config, nodeName, logger));
   }
   const runner = new BoundedFrequencyRunner(async () => void (await proxier.sync({})), {
     minIntervalMs: config.minSyncPeriodMs,
@@ -146,7 +153,8 @@ async function runWithSource(config: Config, logger: Logger, nodeName: string, {
     retryIntervalMs: Math.max(config.minSyncPeriodMs, 1000),
     onError: (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'sync failed; will retry'),
   });
-  held.attach(proxier.handler(() => runner.run()));
+  const handler = proxier.handler(() => runner.run());
+  held.attach(events ? events.trackServices(handler) : handler);
   await synced;
   runner.start();
   runner.run();
@@ -161,7 +169,9 @@ async function runWithSource(config: Config, logger: Logger, nodeName: string, {
   });
   await runner.stop();
   await source.stop();
+  events?.close();
   await Promise.all(servers.map((s) => s.stop()));
+  await serviceHealth.close(); // health-check node port listeners would keep the process alive
   proxier.close();
   return 0;
 }
