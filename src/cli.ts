@@ -3,11 +3,9 @@
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-import { runCleanup } from './cleanup.js';
 import { ConfigError, formatHelp, parseArgs } from './config.js';
-import { runDaemon } from './daemon.js';
 import { parseVip } from './config/args.js';
-import { formatInspect, gatherInspect, inspectSourcesFor, type InspectSources } from './inspect.js';
+import type { InspectSources } from './inspect.js';
 import { createLogger } from './log.js';
 import { withNodeLock } from './lock.js';
 
@@ -38,8 +36,10 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     return 0;
   }
   for (const w of parsed.warnings) io.stderr(`warning: ${w}\n`);
+  // Each command imports only its own modules: start-up time is module loading.
   switch (parsed.command) {
     case 'inspect': {
+      const { formatInspect, gatherInspect, inspectSourcesFor } = await import('./inspect.js');
       const { stats, service, vip } = parsed.inspect;
       const filter = { stats, ...(service !== undefined ? { service } : {}), ...(vip !== undefined ? { vip: parseVip(vip)! } : {}) };
       const report = await gatherInspect(io.inspectSources ?? inspectSourcesFor(parsed.config), filter);
@@ -51,7 +51,12 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     case 'run': {
       const { config, command } = parsed;
       const logger = createLogger(config.log);
-      const run = () => (command === 'cleanup' ? runCleanup(config, logger) : runDaemon(config, logger));
+      const run = async (): Promise<number> => {
+        if (command === 'cleanup') return (await import('./cleanup.js')).runCleanup(config, logger);
+        // The source starts reading before the daemon's own (larger) module graph is loaded.
+        const early = await (await import('./source/start.js')).startSource(config, logger);
+        return (await import('./daemon.js')).runDaemon(config, logger, early);
+      };
       // One writer per node: the daemon and cleanup hold the node lock; --dry-run only reads.
       if (command === 'run' && config.dryRun) return run();
       return withNodeLock(run, (e) => logger.error({ lock: `@${e.lockName}`, holderPid: e.holderPid }, `${command === 'cleanup' ? 'cleanup' : 'not starting'}: ${e.message}`));
