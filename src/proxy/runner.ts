@@ -23,7 +23,7 @@ export interface RunnerOptions {
   minIntervalMs: number;
   /** Longest time from the end of one sync to the start of the next (syncPeriod); Infinity = none. */
   maxIntervalMs: number;
-  /** After a failed sync, run again this soon (still no sooner than minIntervalMs). */
+  /** After a failed sync, run again this soon (still no sooner than minIntervalMs); doubled per consecutive failure, up to maxIntervalMs. */
   retryIntervalMs: number;
   clock?: RunnerClock;
   /** Called with whatever a failed sync threw or rejected with. */
@@ -49,6 +49,7 @@ export class BoundedFrequencyRunner {
   #notBefore = -Infinity; // last end + minInterval
   #periodicAt = Infinity; // last end (or start()) + maxInterval
   #retryAt = Infinity;
+  #failures = 0;
   #timer: unknown;
   #timerAt = Infinity;
 
@@ -101,6 +102,12 @@ export class BoundedFrequencyRunner {
     return Math.min(this.#requested ? -Infinity : Infinity, this.#periodicAt, this.#retryAt);
   }
 
+  /** The retry interval after the current run of failures: doubled each time, capped at maxInterval. */
+  #backoff(): number {
+    const factor = 2 ** Math.min(30, this.#failures - 1);
+    return Math.max(this.#retry, Math.min(this.#retry * factor, this.#max));
+  }
+
   #schedule(): void {
     if (!this.#started || this.#stopped || this.#inFlight !== undefined) return; // a finishing sync reschedules
     const due = this.#dueAt();
@@ -145,7 +152,8 @@ export class BoundedFrequencyRunner {
     const end = this.#clock.now();
     this.#notBefore = end + this.#min;
     this.#periodicAt = end + this.#max;
-    if (failed) this.#retryAt = Math.min(this.#retryAt, end + this.#retry);
+    this.#failures = failed ? this.#failures + 1 : 0;
+    if (failed) this.#retryAt = Math.min(this.#retryAt, end + this.#backoff());
     this.#inFlight = undefined;
     this.#schedule();
   }

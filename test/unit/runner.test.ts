@@ -119,7 +119,7 @@ describe('BoundedFrequencyRunner', () => {
     await h.runner.stop();
   });
 
-  it('retries a failed sync after retryInterval, reports the error, and stops retrying on success', async () => {
+  it('retries a failed sync after retryInterval, doubling it per consecutive failure, and stops retrying on success', async () => {
     const boom = new Error('EBUSY');
     let calls = 0;
     const h = harness(() => {
@@ -134,12 +134,14 @@ describe('BoundedFrequencyRunner', () => {
     await advance(1);
     expect(h.starts).toEqual([0, RETRY]);
     expect(h.errors).toEqual([boom, boom]);
-    await advance(RETRY);
-    expect(h.starts).toEqual([0, RETRY, 2 * RETRY]);
+    await advance(2 * RETRY - 1); // the second failure in a row waits twice as long
+    expect(h.starts).toEqual([0, RETRY]);
+    await advance(1);
+    expect(h.starts).toEqual([0, RETRY, 3 * RETRY]);
     await advance(MAX - 1); // succeeded: next is the periodic sync
     expect(h.starts).toHaveLength(3);
     await advance(1);
-    expect(h.starts).toEqual([0, RETRY, 2 * RETRY, 2 * RETRY + MAX]);
+    expect(h.starts).toEqual([0, RETRY, 3 * RETRY, 3 * RETRY + MAX]);
     await h.runner.stop();
   });
 

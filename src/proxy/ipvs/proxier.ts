@@ -11,6 +11,7 @@ import type { IpvsClient } from '../../kernel/ipvs/client.js';
 import type { Iptables } from '../../kernel/iptables.js';
 import type { LinkClient } from '../../kernel/link.js';
 import type { Logger } from '../../log.js';
+import type { ObjectError } from '../../model/service.js';
 import { familyOf, inCidr } from '../../model/ip.js';
 import type { ProxyHealth } from '../../server/health.js';
 import type { ProxyMetrics } from '../../server/metrics.js';
@@ -78,6 +79,12 @@ export class IpvsProxier {
   private retryScope: DesiredDelta = emptyDelta();
   private readonly now: () => number;
   private started = false;
+  /** A sync found the dummy link missing: the next one re-creates it. */
+  private linkMissing = false;
+  /** Sysctls and the dummy link that could not be ensured (reported once each). */
+  private nodeErrors: ObjectError[] = [];
+  /** Objects the kernel refused for good (errors.ts): kept until the next full sync compares them again. */
+  private refused: ObjectError[] = [];
 
   private readonly errors: ErrorReporter;
 
@@ -108,18 +115,33 @@ export class IpvsProxier {
     return local.filter((a) => wanted.some((c) => inCidr(a, c)));
   }
 
-  /** One-time node setup: sysctls, IPVS timeouts, the dummy link, the owned ipsets. */
+  /** One-time setup: the IPVS timeouts. */
   private async prepare(): Promise<void> {
-    const { config, logger, clients } = this.o;
-    for (const f of (this.o.sysctl ?? applySysctls)(ipvsSysctls({ strictARP: config.ipvs.strictARP }))) logger.warn({ sysctl: f.key, err: f.error }, 'cannot set sysctl');
-    const t = config.ipvs;
+    const t = this.o.config.ipvs;
     if (t.tcpTimeoutMs || t.tcpFinTimeoutMs || t.udpTimeoutMs) {
       const s = (ms: number) => Math.round(ms / 1000);
-      await clients.ipvs.setTimeouts({ tcp: s(t.tcpTimeoutMs), tcpFin: s(t.tcpFinTimeoutMs), udp: s(t.udpTimeoutMs) });
+      await this.o.clients.ipvs.setTimeouts({ tcp: s(t.tcpTimeoutMs), tcpFin: s(t.tcpFinTimeoutMs), udp: s(t.udpTimeoutMs) });
     }
-    await clients.link.ensureDummy(this.o.dummyName);
-    for (const set of OWNED_SETS) await clients.ipset.create(set.spec, { exist: true });
     this.started = true;
+  }
+
+  /**
+   * Re-ensures the node-level objects (at start, on every full sync, and when a sync found the
+   * dummy link missing): the sysctls (written only when they differ) and the dummy link. A
+   * re-created link has no addresses: every wanted one is bound again. The owned ipsets are
+   * created by the plan when missing.
+   */
+  private async ensureNode(scope: DesiredDelta | 'full'): Promise<void> {
+    const failed = (this.o.sysctl ?? applySysctls)(ipvsSysctls({ strictARP: this.o.config.ipvs.strictARP }));
+    this.nodeErrors = failed.map((f) => ({ object: `sysctl ${f.key}`, reason: `cannot set ${f.key}=${f.value}: ${f.error}` }));
+    try {
+      const { created } = await this.o.clients.link.ensureDummy(this.o.dummyName);
+      if (created && this.observed) this.observed.addresses.clear();
+      if (created && scope !== 'full') for (const a of this.index.addresses().keys()) scope.addresses.add(a);
+      this.linkMissing = false;
+    } catch (e) {
+      this.nodeErrors.push({ object: `link ${this.o.dummyName}`, reason: e instanceof Error ? e.message : String(e) });
+    }
   }
 
   /** Recomputes the contribution of one service port key; returns what it touched. */
@@ -144,13 +166,13 @@ export class IpvsProxier {
     if (!this.started && !config.dryRun) await this.prepare();
     phase('prepare');
     const changed = this.tracker.takeChanged();
-    let scope: Parameters<typeof plan>[2] = 'full';
+    let scope: DesiredDelta | 'full' = 'full';
+    if (!full) scope = this.index.mergeDeltas([this.retryScope, ...[...changed].map((k) => this.update(k))]);
+    if ((full || this.linkMissing) && !config.dryRun) await this.ensureNode(scope);
     if (full) {
       this.nodePortAddresses = await this.readNodePortAddresses();
       this.observed = await readObserved({ ipvs: clients.ipvs, ipset: clients.ipset, link: clients.link, dummyName: this.o.dummyName });
       for (const key of new Set([...this.tracker.state().services.keys(), ...this.index.keys()])) this.update(key);
-    } else {
-      scope = this.index.mergeDeltas([this.retryScope, ...[...changed].map((k) => this.update(k))]);
     }
     this.retryScope = emptyDelta();
     const observed = this.observed!;
@@ -160,6 +182,7 @@ export class IpvsProxier {
       now: Date.now(),
       gracefulTimeoutMs: config.gracefulTerminationTimeoutMs,
       excludeCIDRs: config.ipvs.excludeCIDRs,
+      ownedSets: OWNED_SETS,
     });
     phase('plan');
     if (config.dryRun) {
@@ -168,13 +191,19 @@ export class IpvsProxier {
     }
     const result = await applyPlan(p, { ...clients, dummyName: this.o.dummyName }, observed);
     mergeDelta(this.retryScope, result.retryScope);
+    if (result.linkMissing) this.linkMissing = true;
+    const refused = result.refused.map((e) => ({ object: e.object, reason: e.error.message }));
+    // A partial sync compared the objects in its scope again: their old refusals are replaced by its own.
+    const compared = (object: string) => scope !== 'full' && scope.virtualServers.has(object.split(' ')[0]!);
+    this.refused = full ? refused : [...this.refused.filter((r) => !compared(r.object)), ...refused];
     await this.cleanStaleUdp(p);
     phase('apply');
     await this.syncIptables(full);
     phase('iptables');
     const healthErrors = (await this.o.serviceHealth?.sync(this.index.healthChecks())) ?? [];
     phase('health');
-    this.errors.report([...this.tracker.errors(), ...this.index.errors(), ...result.errors.map((e) => ({ object: e.object, reason: e.error.message })), ...healthErrors]);
+    const transient = result.errors.filter((e) => !result.refused.includes(e)).map((e) => ({ object: e.object, reason: e.error.message }));
+    this.errors.report([...this.tracker.errors(), ...this.index.errors(), ...this.nodeErrors, ...this.refused, ...transient, ...healthErrors]);
     if (full) this.lastFullAt = t0;
     const durationMs = this.now() - t0;
     const report: SyncReport = { full, durationMs, changedServices: changed.size, ops: p.counts, errors: result.errors.length, phases };
