@@ -30,6 +30,7 @@ let handler: SourceHandler;
 let errors: Array<{ object: string; reason: string }>;
 let sysctlCalls: number;
 let sysctlFails: boolean;
+let conntrack: string[][];
 
 beforeEach(async () => {
   ipvs = new FakeIpvsClient();
@@ -39,6 +40,7 @@ beforeEach(async () => {
   errors = [];
   sysctlCalls = 0;
   sysctlFails = false;
+  conntrack = [];
   const iptables = { sync: async () => [] } as unknown as Iptables;
   const logger = createLogger({ format: 'json', verbosity: 0 }, { write: (l: string) => (JSON.parse(l).level >= 50 && errors.push(JSON.parse(l)), true) } as never);
   proxier = new IpvsProxier({
@@ -47,6 +49,7 @@ beforeEach(async () => {
     logger,
     dummyName: 'kube-ipvs0',
     clients: { ipvs, ipset, link, iptables: { ipv4: iptables, ipv6: null } },
+    conntrack: async (args) => void conntrack.push(args),
     sysctl: (s) => (sysctlCalls++, sysctlFails ? [{ ...s[0]!, error: 'EACCES' }] : []),
   });
   handler = proxier.handler(() => {});
@@ -108,5 +111,26 @@ describe('IpvsProxier repairs what it owns', () => {
     await proxier.sync({ full: true });
     expect(ipvs.ops.addService).toBe(1); // a full sync tries it again
     expect(errors.filter((e) => e.object.includes('10.96.0.12'))).toHaveLength(1);
+  });
+});
+
+describe('IpvsProxier UDP conntrack cleanup (the shared UdpConntrack)', () => {
+  it('a removed UDP endpoint has its flows cleared, so they move to a live one', async () => {
+    const dns = serviceSchema.parse({ metadata: { name: 'dns', namespace: 'ns' }, spec: { clusterIP: '10.96.0.53', ports: [{ name: 'dns', port: 53, protocol: 'UDP', targetPort: 5353 }] } });
+    const dnsSlice = (ips: string[]) =>
+      endpointSliceSchema.parse({
+        metadata: { name: 'dns-1', namespace: 'ns', labels: { 'kubernetes.io/service-name': 'dns' } },
+        addressType: 'IPv4',
+        ports: [{ name: 'dns', port: 5353, protocol: 'UDP' }],
+        endpoints: ips.map((ip) => ({ addresses: [ip], conditions: { ready: true } })),
+      });
+    handler.onService('ns/dns', dns);
+    handler.onEndpointSlice('ns/dns-1', dnsSlice(['10.244.1.2', '10.244.2.2']));
+    await proxier.sync();
+    conntrack = [];
+    handler.onEndpointSlice('ns/dns-1', dnsSlice(['10.244.1.2']));
+    await proxier.sync();
+    expect(ipvs.weights()['udp/10.96.0.53:53']).toEqual({ '10.244.1.2:5353': 1 });
+    expect(conntrack).toContainEqual(['-D', '-f', 'ipv4', '-p', 'udp', '--orig-dst', '10.96.0.53', '--orig-port-dst', '53', '--dst-nat', '10.244.2.2']);
   });
 });

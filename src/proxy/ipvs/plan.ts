@@ -36,14 +36,6 @@ export interface DrainEnd {
   op: number | null;
 }
 
-/** A UDP real server deleted by the plan: the caller removes its conntrack entries. */
-export interface StaleUdp {
-  vip: string;
-  port: number;
-  endpoint: string;
-  endpointPort: number;
-}
-
 /** What a plan does, counted (for logs and metrics). */
 export interface PlanCounts {
   /** Virtual servers compared (the scope, plus those with draining destinations). */
@@ -74,7 +66,6 @@ export interface Plan {
   addressDel: string[];
   /** Graceful-termination bookkeeping that applyPlan records in `state` as the ops are acknowledged. */
   draining: { state: GracefulState; start: DrainStart[]; end: DrainEnd[] };
-  staleUdp: StaleUdp[];
   counts: PlanCounts;
 }
 
@@ -112,7 +103,6 @@ class Planner {
   private readonly serviceDeletes: IpvsOp[] = [];
   private readonly starts: Array<Omit<DrainStart, 'op'> & { op: IpvsOp | null }> = [];
   private readonly ends: Array<Omit<DrainEnd, 'op'> & { op: IpvsOp | null }> = [];
-  private readonly staleUdp: StaleUdp[] = [];
   readonly counts = emptyCounts();
 
   constructor(
@@ -159,7 +149,6 @@ class Planner {
       // address (IPVS sees packets at LOCAL_IN only for a local VIP) and its ipset entries.
       const del = this.op(this.serviceDeletes, { kind: 'deleteService', service: o.service });
       this.endAll(id, 'service-deleted', del);
-      if (o.service.protocol === 'udp') for (const od of o.destinations.values()) this.stale(o.service, od);
       return;
     }
     if (!sameService(d.service, o.service)) this.op(this.services, { kind: 'updateService', service: d.service });
@@ -188,7 +177,6 @@ class Planner {
     const del = (reason: DrainEnd['reason']): void => {
       const op = this.op(this.destDeletes, { kind: 'deleteDestination', service, destination: { address: od.address, port: od.port } });
       if (entry) this.end(id, did, reason, op);
-      if (service.protocol === 'udp') this.stale(service, od);
     };
     if (service.protocol === 'udp' || service.protocol === 'sctp' || this.opts.gracefulTimeoutMs <= 0) return del('gone');
     if (entry) {
@@ -203,12 +191,7 @@ class Planner {
     this.starts.push({ vs: id, dest: did, protocol: service.protocol, since: this.opts.now, op });
   }
 
-  private stale(service: VirtualService, od: ObservedDest): void {
-    if (service.address === null || service.port === null) return;
-    this.staleUdp.push({ vip: service.address, port: service.port, endpoint: od.address, endpointPort: od.port });
-  }
-
-  finish(): Pick<Plan, 'ipvs' | 'draining' | 'staleUdp'> {
+  finish(): Pick<Plan, 'ipvs' | 'draining'> {
     const ipvs = [...this.services, ...this.destinations, ...this.destDeletes, ...this.serviceDeletes];
     const at = new Map(ipvs.map((op, i) => [op, i]));
     const idx = (op: IpvsOp | null): number | null => (op === null ? null : at.get(op)!);
@@ -216,7 +199,7 @@ class Planner {
     const end = this.ends.map((e) => ({ ...e, op: idx(e.op) }));
     this.counts.drainStart = start.length;
     this.counts.drainEnd = end.length;
-    return { ipvs, draining: { state: this.graceful, start, end }, staleUdp: this.staleUdp };
+    return { ipvs, draining: { state: this.graceful, start, end } };
   }
 }
 
@@ -233,7 +216,7 @@ function push(m: Map<string, string[]>, key: string, value: string): void {
  * objects cost no op; a changed service or destination is updated in place, never deleted and
  * re-added. Removed TCP (and fwmark) destinations drain at weight 0 until their connections
  * are gone (counted by refreshDraining) or gracefulTimeoutMs passes; UDP and SCTP ones are
- * deleted at once (UDP ones listed in staleUdp for conntrack cleanup).
+ * deleted at once (their conntrack entries are cleared by UdpConntrack, src/proxy/conntrack.ts).
  */
 export function plan(index: DesiredIndex, observed: ObservedState, scope: DesiredDelta | 'full', graceful: GracefulState, opts: PlanOptions): Plan {
   const p = new Planner(index, observed, graceful, opts);
@@ -291,14 +274,14 @@ export function plan(index: DesiredIndex, observed: ObservedState, scope: Desire
     for (const a of observed.addresses) if (!wanted.has(a)) compareAddress(a);
   } else for (const a of scope.addresses) compareAddress(a);
 
-  const { ipvs, draining, staleUdp } = p.finish();
+  const { ipvs, draining } = p.finish();
   const counts = p.counts;
   counts.ipsetCreate = ipsetCreate.length;
   for (const l of ipsetAdd.values()) counts.ipsetAdd += l.length;
   for (const l of ipsetDel.values()) counts.ipsetDel += l.length;
   counts.addressAdd = addressAdd.length;
   counts.addressDel = addressDel.length;
-  return { ipvs, ipsetCreate, ipsetAdd, ipsetDel, addressAdd, addressDel, draining, staleUdp, counts };
+  return { ipvs, ipsetCreate, ipsetAdd, ipsetDel, addressAdd, addressDel, draining, counts };
 }
 
 /** True when the plan changes nothing (draining bookkeeping without ops aside). */

@@ -1,9 +1,7 @@
 // The IPVS proxier: tracked objects -> desired state (per changed service) -> plan -> apply.
 // A partial sync costs work proportional to the services that changed; a full sync (at start
 // and every --ipvs-sync-period) re-reads the kernel and repairs any drift.
-import { execFile } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
-import { promisify } from 'node:util';
 
 import type { Config } from '../../config.js';
 import type { IpsetClient } from '../../kernel/ipset/types.js';
@@ -12,12 +10,13 @@ import type { Iptables } from '../../kernel/iptables.js';
 import type { LinkClient } from '../../kernel/link.js';
 import type { Logger } from '../../log.js';
 import type { ObjectError } from '../../model/service.js';
-import { familyOf, inCidr } from '../../model/ip.js';
+import { inCidr } from '../../model/ip.js';
 import type { ProxyHealth } from '../../server/health.js';
 import type { ProxyMetrics } from '../../server/metrics.js';
 import type { ServiceHealthServers } from '../../server/servicehealth.js';
 import type { SourceHandler } from '../../source/types.js';
 import { ChangeTracker } from '../changetracker.js';
+import { UdpConntrack, type ConntrackRunner } from '../conntrack.js';
 import { ErrorReporter, trackerHandler } from '../handler.js';
 import { applyPlan } from './apply.js';
 import { desiredForService } from './desired.js';
@@ -52,6 +51,8 @@ export interface ProxierOptions {
   out?: (text: string) => void;
   /** Writes sysctls (default: /proc/sys); returns the ones that failed. Tests pass a recorder. */
   sysctl?: typeof applySysctls;
+  /** Runs `conntrack ARGS` (default: the binary; its failures are ignored). */
+  conntrack?: ConntrackRunner;
   now?: () => number;
 }
 
@@ -87,9 +88,11 @@ export class IpvsProxier {
   private refused: ObjectError[] = [];
 
   private readonly errors: ErrorReporter;
+  private readonly conntrack: UdpConntrack;
 
   constructor(private readonly o: ProxierOptions) {
     this.errors = new ErrorReporter(o.logger);
+    this.conntrack = new UdpConntrack(o.conntrack);
     this.tracker = new ChangeTracker(o.nodeName);
     this.now = o.now ?? (() => performance.now());
   }
@@ -196,7 +199,7 @@ export class IpvsProxier {
     // A partial sync compared the objects in its scope again: their old refusals are replaced by its own.
     const compared = (object: string) => scope !== 'full' && scope.virtualServers.has(object.split(' ')[0]!);
     this.refused = full ? refused : [...this.refused.filter((r) => !compared(r.object)), ...refused];
-    await this.cleanStaleUdp(p);
+    await this.conntrack.clean(this.tracker.state(), changed);
     phase('apply');
     await this.syncIptables(full);
     phase('iptables');
@@ -241,15 +244,6 @@ export class IpvsProxier {
       if (!full && this.iptablesText.get(family) === text) continue;
       await ipt.sync(spec);
       this.iptablesText.set(family, text);
-    }
-  }
-
-  /** UDP real servers removed: their conntrack entries would keep sending packets to them. */
-  private async cleanStaleUdp(p: Plan): Promise<void> {
-    for (const s of p.staleUdp ?? []) {
-      const family = familyOf(s.vip) === 'ipv6' ? 'ipv6' : 'ipv4';
-      const args = ['-D', '-f', family, '-p', 'udp', '--orig-dst', s.vip, '--orig-port-dst', String(s.port), '--dst-nat', s.endpoint];
-      await promisify(execFile)('conntrack', args).catch(() => undefined); // exit 1: no entries
     }
   }
 

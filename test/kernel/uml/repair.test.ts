@@ -1,7 +1,8 @@
 // Inside UML: the daemon (short sync period) while real traffic flows; each fault on an object
 // it owns is repaired within one period, traffic comes back, and the error is not logged over
 // and over.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -25,6 +26,14 @@ const served = (target: string): boolean => {
     return Object.keys(fromClient(3, target)).length > 0;
   } catch {
     return false;
+  }
+};
+/** The addresses on kube-ipvs0 (`ip -o addr`), or '' when the link is missing. */
+const dummyAddrs = (): string => {
+  try {
+    return sh('ip', '-o', 'addr', 'show', 'dev', 'kube-ipvs0');
+  } catch {
+    return '';
   }
 };
 const lines = (log: string, re: RegExp): number => log.split('\n').filter((l) => re.test(l)).length;
@@ -51,7 +60,7 @@ describe('repair of owned objects', () => {
     expect(served('tcp:10.96.0.10:80')).toBe(true);
     const t0 = Date.now();
     sh('ip', 'link', 'del', 'kube-ipvs0');
-    await waitFor('kube-ipvs0 with its addresses', () => sh('ip', '-o', 'addr', 'show', 'dev', 'kube-ipvs0').includes('10.96.0.10/32'), 2 * PERIOD_MS + 5_000).catch(() => null);
+    await waitFor('kube-ipvs0 with its addresses', () => dummyAddrs().includes('10.96.0.10/32'), 2 * PERIOD_MS + 5_000).catch(() => null);
     const repairedMs = Date.now() - t0;
     expect(sh('ip', '-o', 'addr', 'show', 'dev', 'kube-ipvs0')).toContain('10.96.0.10/32');
     expect(repairedMs).toBeLessThan(PERIOD_MS + 5_000);
@@ -64,13 +73,7 @@ describe('repair of owned objects', () => {
     const before = d.log.length;
     sh('ip', 'link', 'del', 'kube-ipvs0');
     manifests.write('extra.yaml', 'apiVersion: v1\nkind: Service\nmetadata: {name: extra, namespace: demo}\nspec: {clusterIP: 10.96.0.30, ports: [{name: http, port: 80, targetPort: 8080}]}\n');
-    await waitFor('kube-ipvs0 with the new address', () => {
-      try {
-        return sh('ip', '-o', 'addr', 'show', 'dev', 'kube-ipvs0').includes('10.96.0.30/32');
-      } catch {
-        return false;
-      }
-    }, PERIOD_MS + 5_000);
+    await waitFor('kube-ipvs0 with the new address', () => dummyAddrs().includes('10.96.0.30/32'), PERIOD_MS + 5_000);
     expect(sh('ip', '-o', 'addr', 'show', 'dev', 'kube-ipvs0')).toContain('10.96.0.10/32');
     // the ENODEV is logged at most once per sync that hit it: a handful, not one per second forever
     await new Promise((r) => setTimeout(r, PERIOD_MS));
@@ -81,5 +84,32 @@ describe('repair of owned objects', () => {
   it('a sysctl the proxy sets is set again by the next full sync', async () => {
     sh('sysctl', '-qw', 'net.ipv4.vs.conntrack=0');
     await waitFor('net.ipv4.vs.conntrack=1', () => sh('sysctl', '-n', 'net.ipv4.vs.conntrack').trim() === '1', PERIOD_MS + 5_000);
+  });
+});
+
+describe('UDP conntrack cleanup (IPVS mode)', () => {
+  it('a UDP flow pinned to an endpoint that is removed moves to a live one', async () => {
+    const flow = spawn('ip', ['netns', 'exec', 'kip-client', process.execPath, `${REPO}test/kernel/lib/udp-flow.mjs`, '10.96.0.53', '53', '40053']);
+    const seen: string[] = [];
+    createInterface({ input: flow.stdout }).on('line', (l) => seen.push(l));
+    try {
+      const first = await waitFor('replies on the flow', () => (seen.length >= 3 ? seen[seen.length - 1] : null), 15_000);
+      expect(new Set(seen.slice(-3)).size).toBe(1); // one flow, one backend
+      const ip = `10.244.${first.slice(2)}.2`;
+      manifests.edit('endpointslices.yaml', (doc) =>
+        doc.metadata?.labels?.['kubernetes.io/service-name'] === 'dns'
+          ? { ...doc, endpoints: doc.endpoints.filter((e: { addresses: string[] }) => !e.addresses.includes(ip)) }
+          : doc,
+      );
+      await waitFor('the endpoint removed from IPVS', () => !sh('ipvsadm', '-Sn').includes(`-a -u 10.96.0.53:53 -r ${ip}:5353`), 15_000);
+      const mark = seen.length;
+      const moved = await waitFor('the flow answered by a live backend', () => seen.slice(mark).find((b) => b !== first) ?? null, 10_000);
+      expect(moved).not.toBe(first);
+      await new Promise((r) => setTimeout(r, 1_000));
+      expect(seen.slice(-5)).not.toContain(first);
+    } finally {
+      flow.stdin.end();
+      flow.kill();
+    }
   });
 });
