@@ -9,7 +9,7 @@ import { serviceId, type Destination, type VirtualService } from '../../src/kern
 import { FakeLinkClient } from '../../src/kernel/link.js';
 import { applyPlan, type ApplyResult } from '../../src/proxy/ipvs/apply.js';
 import { GracefulState } from '../../src/proxy/ipvs/graceful.js';
-import { DesiredIndex, type DesiredDelta } from '../../src/proxy/ipvs/index.js';
+import { DesiredIndex, type DesiredDelta } from '../../src/proxy/ipvs/desired-index.js';
 import { emptyObserved, readObserved } from '../../src/proxy/ipvs/observe.js';
 import { plan, type Plan } from '../../src/proxy/ipvs/plan.js';
 import type { ObservedState, OwnedSet, ServiceContribution } from '../../src/proxy/ipvs/types.js';

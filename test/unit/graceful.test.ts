@@ -7,7 +7,7 @@ import type { Destination, Protocol, VirtualService } from '../../src/kernel/ipv
 import { FakeLinkClient } from '../../src/kernel/link.js';
 import { applyPlan, type ApplyResult } from '../../src/proxy/ipvs/apply.js';
 import { GracefulState, refreshDraining } from '../../src/proxy/ipvs/graceful.js';
-import { DesiredIndex, type DesiredDelta } from '../../src/proxy/ipvs/index.js';
+import { DesiredIndex, type DesiredDelta } from '../../src/proxy/ipvs/desired-index.js';
 import { emptyObserved, readObserved } from '../../src/proxy/ipvs/observe.js';
 import { plan, type Plan } from '../../src/proxy/ipvs/plan.js';
 import type { ObservedState, ServiceContribution } from '../../src/proxy/ipvs/types.js';

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import type { IpvsOp } from '../../src/kernel/ipvs/client.js';
 import { destinationId, serviceId, type Destination, type VirtualService } from '../../src/kernel/ipvs/types.js';
 import { GracefulState } from '../../src/proxy/ipvs/graceful.js';
-import { DesiredIndex, emptyDelta, type DesiredDelta } from '../../src/proxy/ipvs/index.js';
+import { DesiredIndex, emptyDelta, type DesiredDelta } from '../../src/proxy/ipvs/desired-index.js';
 import { isEmptyPlan, plan, type Plan, type PlanOptions } from '../../src/proxy/ipvs/plan.js';
 import type { DesiredVirtualServer, ObservedState, ServiceContribution } from '../../src/proxy/ipvs/types.js';
 

@@ -6,7 +6,7 @@ import { opObject, type IpvsOp, type IpvsResult } from '../../kernel/ipvs/client
 import { bitsToFlags, flagsToBits } from '../../kernel/ipvs/codec.js';
 import { destinationId, serviceId, type Destination, type VirtualService } from '../../kernel/ipvs/types.js';
 import { classify } from './errors.js';
-import { emptyDelta, type DesiredDelta } from './index.js';
+import { emptyDelta, type DesiredDelta } from './desired-index.js';
 import type { KernelClients } from './observe.js';
 import type { Plan } from './plan.js';
 import type { ObservedState } from './types.js';

@@ -5,7 +5,7 @@ import { destinationId, type Destination, type Protocol, type VirtualService } f
 import type { IpsetSetSpec } from '../../kernel/ipset/types.js';
 import { inCidr } from '../../model/ip.js';
 import type { GracefulState } from './graceful.js';
-import { sameDestination, sameService, type DesiredDelta, type DesiredIndex } from './index.js';
+import { sameDestination, sameService, type DesiredDelta, type DesiredIndex } from './desired-index.js';
 import type { DestinationId, ObservedState, OwnedSet, VirtualServerId } from './types.js';
 
 /** Inputs of plan() besides the states. Times in milliseconds. */

@@ -21,7 +21,7 @@ import { ErrorReporter, trackerHandler } from '../handler.js';
 import { applyPlan } from './apply.js';
 import { desiredForService } from './desired.js';
 import { GracefulState, refreshDraining } from './graceful.js';
-import { DesiredIndex, emptyDelta, mergeDelta, type DesiredDelta } from './index.js';
+import { DesiredIndex, emptyDelta, mergeDelta, type DesiredDelta } from './desired-index.js';
 import { OWNED_SETS, SET, setName } from './ipsets.js';
 import { readObserved } from './observe.js';
 import { plan, type Plan } from './plan.js';
