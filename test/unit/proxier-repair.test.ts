@@ -5,12 +5,12 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { parseArgs } from '../../src/config.js';
 import { FakeIpsetClient } from '../../src/kernel/ipset/fake.js';
 import { FakeIpvsClient } from '../../src/kernel/ipvs/fake.js';
-import type { Iptables } from '../../src/kernel/iptables.js';
 import { FakeLinkClient } from '../../src/kernel/link.js';
 import { createLogger } from '../../src/log.js';
 import { endpointSliceSchema, serviceSchema } from '../../src/model/k8s.js';
 import { IpvsProxier } from '../../src/proxy/ipvs/proxier.js';
 import type { SourceHandler } from '../../src/source/types.js';
+import { fakeIptables, type FakeIptables } from './lib/fake-iptables.js';
 
 const svc = (name: string, ip: string) =>
   serviceSchema.parse({ metadata: { name, namespace: 'ns' }, spec: { clusterIP: ip, ports: [{ name: 'http', port: 80, targetPort: 8080 }] } });
@@ -41,14 +41,14 @@ beforeEach(async () => {
   sysctlCalls = 0;
   sysctlFails = false;
   conntrack = [];
-  const iptables = { sync: async () => [] } as unknown as Iptables;
+  const iptables = fakeIptables();
   const logger = createLogger({ format: 'json', verbosity: 0 }, { write: (l: string) => (JSON.parse(l).level >= 50 && errors.push(JSON.parse(l)), true) } as never);
   proxier = new IpvsProxier({
     config: parseArgs(['--hostname-override', 'n1']).config,
     nodeName: 'n1',
     logger,
     dummyName: 'kube-ipvs0',
-    clients: { ipvs, ipset, link, iptables: { ipv4: iptables, ipv6: null } },
+    clients: { ipvs, ipset, link, iptables: { ipv4: iptables.ipt, ipv6: null } },
     conntrack: async (args) => void conntrack.push(args),
     sysctl: (s) => (sysctlCalls++, sysctlFails ? [{ ...s[0]!, error: 'EACCES' }] : []),
   });

@@ -288,3 +288,16 @@ export function plan(index: DesiredIndex, observed: ObservedState, scope: Desire
 export function isEmptyPlan(p: Plan): boolean {
   return p.ipvs.length === 0 && p.ipsetCreate.length === 0 && p.ipsetAdd.size === 0 && p.ipsetDel.size === 0 && p.addressAdd.length === 0 && p.addressDel.length === 0;
 }
+
+/** A plan as text, for --dry-run. */
+export function formatPlan(p: Plan): string {
+  const lines = [
+    ...p.ipvs.map((op) => `ipvs ${op.kind} ${JSON.stringify('destination' in op ? { service: op.service, destination: op.destination } : op.service)}`),
+    ...p.ipsetCreate.map((s) => `ipset create ${s.name} ${s.type}`),
+    ...[...p.ipsetAdd].flatMap(([set, entries]) => entries.map((e) => `ipset add ${set} ${e}`)),
+    ...[...p.ipsetDel].flatMap(([set, entries]) => entries.map((e) => `ipset del ${set} ${e}`)),
+    ...p.addressAdd.map((a) => `address add ${a}`),
+    ...p.addressDel.map((a) => `address del ${a}`),
+  ];
+  return `${lines.join('\n')}\n`;
+}
