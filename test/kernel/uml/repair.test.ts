@@ -87,6 +87,34 @@ describe('repair of owned objects', () => {
   });
 });
 
+describe('periodic verification', () => {
+  it('a no-change period makes no kernel writes and no iptables-restore', async () => {
+    const before = d.log.length;
+    await waitFor('two verifications', () => lines(d.log.slice(before), /verified/) >= 2, 3 * PERIOD_MS + 5_000);
+    const verified = d.log.slice(before).split('\n').filter((l) => /verified/.test(l));
+    process.stdout.write(`${verified.join('\n')}\n`);
+    expect(verified.at(-1)).toMatch(/"?ops"?[=:]\s*0\b/);
+    expect(verified.at(-1)).toMatch(/"?iptablesRestores"?[=:]\s*0\b/);
+  });
+
+  // A fault lands just after the verification read that object at worst: repaired by the next one (period + its duration).
+  it('repairs ipvsadm -C, a flushed ipset and a flushed KUBE-SERVICES chain by the next verification; traffic comes back', async () => {
+    const t0 = Date.now();
+    const mark = d.log.length;
+    sh('ipvsadm', '-C');
+    sh('ipset', 'flush', 'KUBE-CLUSTER-IP');
+    sh('iptables-legacy', '-t', 'nat', '-F', 'KUBE-SERVICES');
+    await waitFor('IPVS, the ipset and the chain repaired', () =>
+      sh('ipvsadm', '-Sn').includes('-A -t 10.96.0.10:80 -s rr') &&
+      sh('ipset', 'list', 'KUBE-CLUSTER-IP').includes('10.96.0.10,tcp:80') &&
+      /-A KUBE-SERVICES .*KUBE-CLUSTER-IP/.test(sh('iptables-legacy-save', '-t', 'nat')), 2 * PERIOD_MS + 10_000);
+    process.stdout.write(`ipvsadm -C + ipset flush + chain flush: repaired after ${Date.now() - t0} ms\n`);
+    // the repair came from the verification, in at most two of its lines (no error logged over and over)
+    expect(lines(d.log.slice(mark), /ERROR/)).toBe(0);
+    expect(served('tcp:10.96.0.10:80')).toBe(true);
+  });
+});
+
 describe('UDP conntrack cleanup (IPVS mode)', () => {
   it('a UDP flow pinned to an endpoint that is removed moves to a live one', async () => {
     const flow = spawn('ip', ['netns', 'exec', 'kip-client', process.execPath, `${REPO}test/kernel/lib/udp-flow.mjs`, '10.96.0.53', '53', '40053']);
