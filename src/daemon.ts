@@ -108,6 +108,7 @@ export async function runDaemon(config: Config, logger: Logger): Promise<number>
       ? new IpvsProxier({
           ...common,
           dummyName: DEFAULT_DUMMY_LINK,
+          stateDir: '/run/kube-ipvs-proxy',
           clients: {
             ipvs: chosen.ipvs,
             ipset: await NetlinkIpsetClient.open(),

@@ -1,5 +1,9 @@
 // The periodic verification (in-memory kernels): no writes when nothing drifted, every kind of
 // drift repaired, and a change arriving during the verification is not held back by it.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
 import { beforeEach, describe, expect, it } from 'vitest';
 
 import { parseArgs } from '../../src/config.js';
@@ -138,5 +142,68 @@ describe('periodic verification', () => {
     const v = await proxier.verified();
     expect(v).toMatchObject({ repaired: 0, ops: 0 }); // s1 was touched meanwhile: its stale read is ignored
     expect(ipvs.weights()['tcp/10.96.0.1:80']).toEqual({ '10.244.1.2:8080': 1, '10.244.2.2:8080': 1, '10.244.3.2:8080': 1 });
+  });
+});
+
+describe('restart over a programmed kernel', () => {
+  function restarted(stateDir?: string, read?: IpvsClient) {
+    const p = new IpvsProxier({
+      config: parseArgs(['--hostname-override', 'n1']).config,
+      nodeName: 'n1',
+      logger: createLogger({ format: 'json', verbosity: 0 }, { write: () => true } as never),
+      dummyName: 'kube-ipvs0',
+      clients: { ipvs, ipset, link, iptables: { ipv4: iptables.ipt, ipv6: null }, ...(read ? { read: { ipvs: read, ipset, link } } : {}) },
+      sysctl: () => [],
+      conntrack: async () => undefined,
+      ...(stateDir ? { stateDir } : {}),
+    });
+    const h = p.handler(() => {});
+    for (let i = 0; i < 300; i++) {
+      h.onService(`ns/s${i}`, svc(`s${i}`, `10.96.${i >> 8}.${i & 255}`));
+      h.onEndpointSlice(`ns/s${i}-1`, slice(`s${i}`, ['10.244.1.2', '10.244.2.2']));
+    }
+    return { p, h };
+  }
+
+  it('nothing changed: no kernel write, no whole-table dump, no iptables-restore (state dir kept the rules hash)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kip-state-'));
+    try {
+      const first = restarted(dir);
+      await first.p.sync(); // adopts the kernel programmed in beforeEach, and restores iptables once (no state yet)
+      ipvs.resetCounters();
+      ipset.resetCounters();
+      const restores = iptables.restores;
+      const addressCalls = link.calls.filter((c) => c.startsWith('addAddresses')).length;
+      const second = restarted(dir);
+      await second.p.sync();
+      expect(ipvs.calls.apply).toBe(0);
+      expect(ipvs.calls.dumpAll).toBe(0);
+      expect(ipset.calls.add + ipset.calls.del + ipset.calls.create).toBe(0);
+      expect(link.calls.filter((c) => c.startsWith('addAddresses')).length).toBe(addressCalls);
+      expect(iptables.restores).toBe(restores);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a change made while down is written before the rest of the table is read, and only it', async () => {
+    const order: string[] = [];
+    const spy = new Proxy(ipvs, {
+      get(target, prop, receiver) {
+        const v = Reflect.get(target, prop, receiver);
+        if (prop === 'listDestinationsMany') return (...a: Parameters<IpvsClient['listDestinationsMany']>) => (order.push('read'), target.listDestinationsMany(...a));
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    });
+    const origApply = ipvs.apply.bind(ipvs);
+    ipvs.apply = async (ops) => (order.push('write'), origApply(ops));
+    const { p, h } = restarted(undefined, spy as IpvsClient);
+    h.onService('ns/new', svc('new', '10.96.9.9'));
+    h.onEndpointSlice('ns/new-1', slice('new', ['10.244.1.2']));
+    ipvs.resetCounters();
+    await p.sync();
+    expect(ipvs.ops).toMatchObject({ addService: 1, addDestination: 1, updateDestination: 0, deleteDestination: 0, updateService: 0 });
+    expect(order.indexOf('write')).toBeLessThan(order.lastIndexOf('read')); // written before the last chunk was read
+    expect(ipvs.weights()['tcp/10.96.9.9:80']).toEqual({ '10.244.1.2:8080': 1 });
   });
 });

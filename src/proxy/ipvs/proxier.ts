@@ -8,7 +8,6 @@ import type { Config } from '../../config.js';
 import type { IpsetClient } from '../../kernel/ipset/types.js';
 import { isNotFound } from '../../kernel/errors.js';
 import type { IpvsClient } from '../../kernel/ipvs/client.js';
-import type { ServiceKey } from '../../kernel/ipvs/types.js';
 import type { Iptables } from '../../kernel/iptables.js';
 import type { LinkClient } from '../../kernel/link.js';
 import type { Logger } from '../../log.js';
@@ -27,7 +26,7 @@ import { GracefulState, refreshDraining } from './graceful.js';
 import { DesiredIndex, emptyDelta, mergeDelta, type DesiredDelta } from './desired-index.js';
 import { OWNED_SETS, SET, setName } from './ipsets.js';
 import { IptablesKeeper, type FamilyRules } from './iptables-keeper.js';
-import { element, readObserved } from './observe.js';
+import { element, emptyObserved, readObserved } from './observe.js';
 import { formatPlan, plan, type Plan } from './plan.js';
 import { ipvsModeRules, lbNoNodeAccess } from './rules.js';
 import { applySysctls, ipvsSysctls } from './sysctl.js';
@@ -62,6 +61,8 @@ export interface ProxierOptions {
   sysctl?: typeof applySysctls;
   /** Runs `conntrack ARGS` (default: the binary; its failures are ignored). */
   conntrack?: ConntrackRunner;
+  /** Where state that should survive a restart is kept (the last iptables restore's hashes); none by default. */
+  stateDir?: string;
   now?: () => number;
 }
 
@@ -96,7 +97,7 @@ export class IpvsProxier {
   private observed: ObservedState | null = null;
   private lastFullAt = -Infinity;
   private nodePortAddresses: string[] = [];
-  private readonly iptables = new IptablesKeeper();
+  private readonly iptables: IptablesKeeper;
   /** Syncs and verification steps run one at a time, in the order they asked. */
   private queue: Promise<unknown> = Promise.resolve();
   /** The verification in flight, if any. */
@@ -121,6 +122,7 @@ export class IpvsProxier {
   constructor(private readonly o: ProxierOptions) {
     this.errors = new ErrorReporter(o.logger);
     this.conntrack = new UdpConntrack(o.conntrack);
+    this.iptables = new IptablesKeeper(o.stateDir);
     this.tracker = new ChangeTracker(o.nodeName);
     this.now = o.now ?? (() => performance.now());
   }
@@ -152,7 +154,10 @@ export class IpvsProxier {
     const t = this.o.config.ipvs;
     if (t.tcpTimeoutMs || t.tcpFinTimeoutMs || t.udpTimeoutMs) {
       const s = (ms: number) => Math.round(ms / 1000);
-      await this.o.clients.ipvs.setTimeouts({ tcp: s(t.tcpTimeoutMs), tcpFin: s(t.tcpFinTimeoutMs), udp: s(t.udpTimeoutMs) });
+      const want = { tcp: s(t.tcpTimeoutMs), tcpFin: s(t.tcpFinTimeoutMs), udp: s(t.udpTimeoutMs) };
+      const have = await this.o.clients.ipvs.getTimeouts();
+      // 0 leaves a timeout as it is: write only when a wanted one differs.
+      if ((Object.keys(want) as Array<keyof typeof want>).some((k) => want[k] !== 0 && want[k] !== have[k])) await this.o.clients.ipvs.setTimeouts(want);
     }
     this.started = true;
   }
@@ -195,12 +200,36 @@ export class IpvsProxier {
    * background (see verify()), which never holds back the partial syncs that follow.
    */
   async sync(opts: { full?: boolean; periodic?: boolean } = {}): Promise<SyncReport> {
+    if (this.observed === null && !opts.full && !this.o.config.dryRun) await this.adopt();
     try {
       return await this.serial(() => this.syncNow(Boolean(opts.full) || this.observed === null));
     } finally {
       if (opts.periodic && !opts.full && !this.verifying && !this.o.config.dryRun) {
         this.verifying = this.verify().finally(() => (this.verifying = null));
       }
+    }
+  }
+
+  /**
+   * The first sync of a daemon (not of --once): adopts what the kernel holds through one
+   * verification (reads in steps, each followed by the writes it shows are needed), instead of
+   * reading the whole table before the first write. A kernel that already matches gets no write.
+   */
+  private async adopt(): Promise<void> {
+    await this.serial(async () => {
+      if (!this.started) await this.prepare();
+      this.observed = emptyObserved();
+      // Sets that exist are known to exist (their entries are read by the verification); the
+      // plan creates the owned ones that do not.
+      for (const name of await this.o.clients.ipset.listNames()) if (name.startsWith('KUBE-')) this.observed.ipsets.set(name, new Set());
+      this.nodePortAddresses = await this.readNodePortAddresses();
+      for (const key of this.tracker.state().services.keys()) this.update(key);
+    });
+    this.verifying = this.verify();
+    const r = await this.verifying.finally(() => (this.verifying = null));
+    if (r === null) {
+      this.observed = null;
+      throw new Error('adopting the kernel state failed (see the verification warning); retrying');
     }
   }
 
@@ -335,11 +364,12 @@ export class IpvsProxier {
         await this.repair(scope, r);
       });
       const observed = () => this.observed!;
-      let keys: ServiceKey[] = [];
-      await step(() => read.ipvs.listServices(), (list, touched, f) => (keys = foldServices(observed(), list, touched, f)));
+      let listed: ReturnType<typeof foldServices> = { keys: [], unread: new Set() };
+      await step(() => read.ipvs.listServices(), (list, touched, f) => (listed = foldServices(observed(), list, this.index.virtualServers(), touched, f)));
+      const { keys, unread } = listed;
       for (let i = 0; i < keys.length; i += VERIFY_CHUNK) {
         const chunk = keys.slice(i, i + VERIFY_CHUNK);
-        await step(() => read.ipvs.listDestinationsMany(chunk), (dests, touched, f) => foldDestinations(observed(), chunk, dests, touched, f));
+        await step(() => read.ipvs.listDestinationsMany(chunk), (dests, touched, f) => foldDestinations(observed(), chunk, dests, unread, touched, f));
       }
       for (const set of new Set([...OWNED_SETS.map((s) => s.spec.name), ...this.index.allSets()])) {
         const list = async () => {
@@ -351,10 +381,10 @@ export class IpvsProxier {
             throw e;
           }
         };
-        await step(list, (entries, touched, f) => foldSet(observed(), set, entries, touched, f));
+        await step(list, (entries, touched, f) => foldSet(observed(), set, entries, this.index.ipsetEntries(set), touched, f));
       }
       const addrs = async () => read.link.listAddresses(this.o.dummyName).catch((e) => (isNotFound(e) ? [] : Promise.reject(e)));
-      await step(addrs, (list, touched, f) => foldAddresses(observed(), list, touched, f));
+      await step(addrs, (list, touched, f) => foldAddresses(observed(), list, this.index.addresses(), touched, f));
       await this.serial(async () => {
         r.iptablesRestores += (await this.iptables.sync(this.rules(), true)).restores;
       });

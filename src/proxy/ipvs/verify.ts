@@ -34,13 +34,22 @@ export function isEmptyFold(f: Fold): boolean {
 
 /**
  * Folds the kernel's service list into `observed`: services it lacks are dropped from observed
- * (the plan re-adds them whole), services only the kernel has are added (with no destinations
- * yet: a chunk step reads them), changed parameters are taken. Returns the keys of the kernel's
- * services (for the destination chunks) and marks what differed in `fold`.
+ * (the plan re-adds them whole), desired ones it lacks are compared (added), services only the
+ * kernel has are taken into observed with no destinations yet (a foreign one is compared, i.e.
+ * deleted, at once; a desired one waits for the chunk step that reads its destinations, so
+ * adopting a programmed kernel costs no write), changed parameters are taken. Returns the
+ * kernel's service keys (for the destination chunks) and the ids whose destinations are unread.
  */
-export function foldServices(observed: ObservedState, kernel: readonly ServiceStatus[], touched: DesiredDelta, fold: Fold): ServiceKey[] {
+export function foldServices(
+  observed: ObservedState,
+  kernel: readonly ServiceStatus[],
+  desired: ReadonlyMap<VirtualServerId, unknown>,
+  touched: DesiredDelta,
+  fold: Fold,
+): { keys: ServiceKey[]; unread: Set<VirtualServerId> } {
   const seen = new Set<VirtualServerId>();
   const keys: ServiceKey[] = [];
+  const unread = new Set<VirtualServerId>();
   for (const s of kernel) {
     const { stats: _stats, ...service } = s;
     const id = serviceId(service);
@@ -50,7 +59,8 @@ export function foldServices(observed: ObservedState, kernel: readonly ServiceSt
     const o = observed.virtualServers.get(id);
     if (!o) {
       observed.virtualServers.set(id, { service, destinations: new Map() });
-      fold.virtualServers.add(id);
+      if (desired.has(id)) unread.add(id);
+      else fold.virtualServers.add(id);
     } else if (!sameService(o.service, service)) {
       o.service = service;
       fold.virtualServers.add(id);
@@ -61,17 +71,25 @@ export function foldServices(observed: ObservedState, kernel: readonly ServiceSt
     observed.virtualServers.delete(id);
     fold.virtualServers.add(id);
   }
-  return keys;
+  for (const id of desired.keys()) if (!seen.has(id) && !touched.virtualServers.has(id)) fold.virtualServers.add(id);
+  return { keys, unread };
 }
 
-/** Folds the destinations read for `keys` (same order) into `observed`; marks the virtual servers that differed. */
-export function foldDestinations(observed: ObservedState, keys: readonly ServiceKey[], reads: readonly DestinationStatus[][], touched: DesiredDelta, fold: Fold): void {
+/** Folds the destinations read for `keys` (same order) into `observed`; marks the virtual servers that differed (and the unread ones). */
+export function foldDestinations(
+  observed: ObservedState,
+  keys: readonly ServiceKey[],
+  reads: readonly DestinationStatus[][],
+  unread: ReadonlySet<VirtualServerId>,
+  touched: DesiredDelta,
+  fold: Fold,
+): void {
   keys.forEach((key, i) => {
     const id = serviceId(key);
     const o = observed.virtualServers.get(id);
     if (!o || touched.virtualServers.has(id)) return; // deleted or re-compared by a partial sync meanwhile
     const fresh = new Map(reads[i]!.map((d) => [destinationId(d), observedDestination(d)]));
-    let differs = fresh.size !== o.destinations.size;
+    let differs = unread.has(id) || fresh.size !== o.destinations.size;
     for (const [did, d] of fresh) {
       const had = o.destinations.get(did);
       if (!had || !sameDestination(had, d)) differs = true;
@@ -81,14 +99,20 @@ export function foldDestinations(observed: ObservedState, keys: readonly Service
   });
 }
 
-function touchedEntries(touched: DesiredDelta, set: string): ReadonlySet<string> | undefined {
-  return touched.ipsetEntries.get(set);
-}
-
-/** Folds one ipset as read (null: the set is missing) into `observed`; marks the entries that differed. */
-export function foldSet(observed: ObservedState, set: string, entries: readonly string[] | null, touched: DesiredDelta, fold: Fold): void {
+/**
+ * Folds one ipset as read (null: the set is missing) into `observed`; marks the entries that
+ * differ from observed, and the wanted ones the kernel lacks.
+ */
+export function foldSet(
+  observed: ObservedState,
+  set: string,
+  entries: readonly string[] | null,
+  wanted: ReadonlyMap<string, number>,
+  touched: DesiredDelta,
+  fold: Fold,
+): void {
   const had = observed.ipsets.get(set);
-  const skip = touchedEntries(touched, set);
+  const skip = touched.ipsetEntries.get(set);
   if (entries === null) {
     if (!had) return;
     observed.ipsets.delete(set); // the plan re-creates and fills an owned set
@@ -99,6 +123,7 @@ export function foldSet(observed: ObservedState, set: string, entries: readonly 
   const diff = new Set<string>();
   for (const e of fresh) if (!had?.has(e) && !skip?.has(e)) diff.add(e);
   for (const e of had ?? []) if (!fresh.has(e) && !skip?.has(e)) diff.add(e);
+  for (const e of wanted.keys()) if (!fresh.has(e) && !skip?.has(e)) diff.add(e);
   // Entries a partial sync changed during the read keep their observed (newer) state.
   for (const e of skip ?? []) {
     if (had?.has(e)) fresh.add(e);
@@ -108,11 +133,12 @@ export function foldSet(observed: ObservedState, set: string, entries: readonly 
   if (diff.size > 0) fold.ipsetEntries.set(set, diff);
 }
 
-/** Folds the dummy link's addresses as read into `observed`; marks the addresses that differed. */
-export function foldAddresses(observed: ObservedState, addresses: readonly string[], touched: DesiredDelta, fold: Fold): void {
+/** Folds the dummy link's addresses as read into `observed`; marks those that differ from observed, and the wanted ones the kernel lacks. */
+export function foldAddresses(observed: ObservedState, addresses: readonly string[], wanted: ReadonlyMap<string, number>, touched: DesiredDelta, fold: Fold): void {
   const fresh = new Set(addresses);
   for (const a of fresh) if (!observed.addresses.has(a) && !touched.addresses.has(a)) fold.addresses.add(a);
   for (const a of observed.addresses) if (!fresh.has(a) && !touched.addresses.has(a)) fold.addresses.add(a);
+  for (const a of wanted.keys()) if (!fresh.has(a) && !touched.addresses.has(a)) fold.addresses.add(a);
   for (const a of touched.addresses) {
     if (observed.addresses.has(a)) fresh.add(a);
     else fresh.delete(a);
