@@ -141,3 +141,18 @@ describe('UDP conntrack cleanup (IPVS mode)', () => {
     }
   });
 });
+
+describe('restart over the programmed kernel', () => {
+  it('adopts it: no kernel write, no iptables-restore, traffic served throughout', async () => {
+    expect(await d.stop()).toBe(0);
+    const mark = d.log.length;
+    d.start();
+    await d.healthy();
+    const after = d.log.slice(mark);
+    const verified = after.split('\n').find((l) => /verified/.test(l));
+    process.stdout.write(`restart: ${verified}\n`);
+    expect(verified).toMatch(/\bops=0\b/);
+    expect(verified).toMatch(/\biptablesRestores=0\b/);
+    expect(served('tcp:10.96.0.10:80')).toBe(true);
+  });
+});
