@@ -70,14 +70,22 @@ export class IptablesKeeper {
 
   private async fingerprint(r: FamilyRules): Promise<string> {
     const tables = [...new Set(r.spec.map((t) => t.table))] as Table[];
-    return JSON.stringify(await r.ipt.saveOwned(tables));
+    return createHash('sha256').update(JSON.stringify(await r.ipt.saveOwned(tables))).digest('base64');
+  }
+
+  /** The kernel's owned lines per family, hashed (one iptables-save each), for a later sync(…, true, prints). */
+  async read(families: readonly FamilyRules[]): Promise<Map<string, string>> {
+    const out = new Map<string, string>();
+    for (const r of families) out.set(r.family, await this.fingerprint(r));
+    return out;
   }
 
   /**
    * Restores the families whose rules changed since the last restore; with `verify`, also
-   * those whose owned lines in the kernel are no longer what the last restore left there.
+   * those whose owned lines in the kernel are no longer what the last restore left there
+   * (read now, or given as `prints` from read()).
    */
-  async sync(families: readonly FamilyRules[], verify: boolean): Promise<IptablesOutcome> {
+  async sync(families: readonly FamilyRules[], verify: boolean, prints?: ReadonlyMap<string, string>): Promise<IptablesOutcome> {
     if (!this.loaded) this.load();
     const out: IptablesOutcome = { restores: 0, saves: 0 };
     for (const r of families) {
@@ -85,8 +93,9 @@ export class IptablesKeeper {
       const same = this.text.get(r.family) === text;
       if (same && !verify) continue;
       if (same && this.print.has(r.family)) {
-        out.saves++;
-        if (createHash('sha256').update(await this.fingerprint(r)).digest('base64') === this.print.get(r.family)) continue;
+        const given = prints?.get(r.family);
+        if (given === undefined) out.saves++;
+        if ((given ?? (await this.fingerprint(r))) === this.print.get(r.family)) continue;
       }
       this.print.delete(r.family);
       this.text.delete(r.family);
@@ -94,7 +103,7 @@ export class IptablesKeeper {
       out.restores++;
       this.text.set(r.family, text);
       out.saves++;
-      this.print.set(r.family, createHash('sha256').update(await this.fingerprint(r)).digest('base64'));
+      this.print.set(r.family, await this.fingerprint(r));
       this.save(r.family);
     }
     return out;

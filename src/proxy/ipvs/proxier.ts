@@ -87,6 +87,8 @@ export interface VerifyReport {
   ops: number;
   iptablesRestores: number;
   errors: number;
+  /** The longest time one step held the sync queue (what a change could wait for, at most). */
+  maxHoldMs: number;
 }
 
 /** The IPVS proxier; the daemon feeds it through handler() and calls sync() from the runner. */
@@ -328,7 +330,16 @@ export class IpvsProxier {
     const { clients, logger } = this.o;
     const read = this.o.clients.read ?? clients;
     const t0 = this.now();
-    const r: VerifyReport = { durationMs: 0, steps: 0, repaired: 0, ops: 0, iptablesRestores: 0, errors: 0 };
+    const r: VerifyReport = { durationMs: 0, steps: 0, repaired: 0, ops: 0, iptablesRestores: 0, errors: 0, maxHoldMs: 0 };
+    const held = async (fn: () => Promise<void>): Promise<void> =>
+      this.serial(async () => {
+        const t = this.now();
+        try {
+          await fn();
+        } finally {
+          r.maxHoldMs = Math.max(r.maxHoldMs, Math.round(this.now() - t));
+        }
+      });
     const yieldNow = () => new Promise<void>((res) => setImmediate(res));
     /** Reads outside the queue, then folds and repairs inside it. */
     const step = async <T>(readFn: () => Promise<T>, fold: (value: T, touched: DesiredDelta, f: Fold) => void): Promise<void> => {
@@ -342,7 +353,7 @@ export class IpvsProxier {
         throw e;
       }
       r.steps++;
-      await this.serial(async () => {
+      await held(async () => {
         const touched = this.touched ?? emptyDelta();
         this.touched = null;
         const f = emptyFold();
@@ -353,7 +364,7 @@ export class IpvsProxier {
       });
     };
     try {
-      await this.serial(async () => {
+      await held(async () => {
         const scope = emptyDelta();
         await this.ensureNode(scope);
         const addresses = await this.readNodePortAddresses();
@@ -385,8 +396,10 @@ export class IpvsProxier {
       }
       const addrs = async () => read.link.listAddresses(this.o.dummyName).catch((e) => (isNotFound(e) ? [] : Promise.reject(e)));
       await step(addrs, (list, touched, f) => foldAddresses(observed(), list, this.index.addresses(), touched, f));
-      await this.serial(async () => {
-        r.iptablesRestores += (await this.iptables.sync(this.rules(), true)).restores;
+      await yieldNow();
+      const prints = await this.iptables.read(this.rules()); // iptables-save outside the queue
+      await held(async () => {
+        r.iptablesRestores += (await this.iptables.sync(this.rules(), true, prints)).restores;
       });
     } catch (e) {
       r.errors++;
