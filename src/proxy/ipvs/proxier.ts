@@ -106,6 +106,7 @@ export class IpvsProxier {
   private verifying: Promise<VerifyReport | null> | null = null;
   /** While a verification read is in flight: what partial syncs compared meanwhile (left out of the fold). */
   private touched: DesiredDelta | null = null;
+  private lastVerify: VerifyReport | null = null;
   private requestSync: () => void = () => {};
   /** Objects whose ops failed: looked at again by the next (partial) sync. */
   private retryScope: DesiredDelta = emptyDelta();
@@ -140,9 +141,9 @@ export class IpvsProxier {
   }
 
   /** Local addresses NodePorts listen on: --nodeport-addresses CIDRs, `primary`, or all. */
-  private async readNodePortAddresses(): Promise<string[]> {
+  private async readNodePortAddresses(link: LinkClient = this.o.clients.link): Promise<string[]> {
     const wanted = this.o.config.nodePortAddresses;
-    const local = (await this.o.clients.link.localAddresses({ exclude: [this.o.dummyName] })).map((a) => a.address);
+    const local = (await link.localAddresses({ exclude: [this.o.dummyName] })).map((a) => a.address);
     if (wanted.length === 0) return local;
     if (wanted[0] === 'primary') {
       const nodeIPs = this.tracker.state().node?.addresses ?? [];
@@ -225,7 +226,9 @@ export class IpvsProxier {
       // plan creates the owned ones that do not.
       for (const name of await this.o.clients.ipset.listNames()) if (name.startsWith('KUBE-')) this.observed.ipsets.set(name, new Set());
       this.nodePortAddresses = await this.readNodePortAddresses();
-      for (const key of this.tracker.state().services.keys()) this.update(key);
+      const changed = this.tracker.takeChanged();
+      for (const key of changed) this.update(key);
+      await this.conntrack.clean(this.tracker.state(), changed);
     });
     this.verifying = this.verify();
     const r = await this.verifying.finally(() => (this.verifying = null));
@@ -235,9 +238,10 @@ export class IpvsProxier {
     }
   }
 
-  /** Resolves when the verification in flight (if any) has finished; its report, or null. */
+  /** Resolves when the verification in flight (if any) has finished: the last verification's report, or null. */
   async verified(): Promise<VerifyReport | null> {
-    return (await this.verifying) ?? null;
+    await this.verifying;
+    return this.lastVerify;
   }
 
   private async syncNow(full: boolean): Promise<SyncReport> {
@@ -364,10 +368,10 @@ export class IpvsProxier {
       });
     };
     try {
+      const addresses = await this.readNodePortAddresses(read.link); // a dump of every address (kube-ipvs0's too): outside the queue
       await held(async () => {
         const scope = emptyDelta();
         await this.ensureNode(scope);
-        const addresses = await this.readNodePortAddresses();
         if (addresses.join() !== this.nodePortAddresses.join()) {
           this.nodePortAddresses = addresses;
           for (const key of [...this.index.keys()]) mergeDelta(scope, this.update(key));
@@ -412,6 +416,7 @@ export class IpvsProxier {
     this.lastFullAt = t0;
     this.o.metrics?.observeSync(r.durationMs, 'full', r.errors === 0);
     logger.info(r, 'verified');
+    this.lastVerify = r;
     return r;
   }
 
