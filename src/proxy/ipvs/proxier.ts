@@ -199,8 +199,9 @@ export class IpvsProxier {
 
   /**
    * One sync; throws when kernel operations failed (the runner retries). `full` reads the whole
-   * kernel first (the first sync always does); `periodic` also starts a verification in the
-   * background (see verify()), which never holds back the partial syncs that follow.
+   * kernel first (--once, --dry-run); otherwise the first sync adopts the kernel (adopt()).
+   * `periodic` also starts a verification in the background (see verify()), which never holds
+   * back the partial syncs that follow.
    */
   async sync(opts: { full?: boolean; periodic?: boolean } = {}): Promise<SyncReport> {
     if (this.observed === null && !opts.full && !this.o.config.dryRun) await this.adopt();
@@ -230,7 +231,7 @@ export class IpvsProxier {
       for (const key of changed) this.update(key);
       await this.conntrack.clean(this.tracker.state(), changed);
     });
-    this.verifying = this.verify();
+    this.verifying = this.verify(false); // nothing else runs meanwhile: no pacing
     const r = await this.verifying.finally(() => (this.verifying = null));
     if (r === null) {
       this.observed = null;
@@ -330,7 +331,7 @@ export class IpvsProxier {
    * iptables rules). Reads run outside the sync queue (on the read sockets), so a change
    * waits for at most one fold-and-repair, never for the whole read. Repairs what differs.
    */
-  private async verify(): Promise<VerifyReport | null> {
+  private async verify(paced = true): Promise<VerifyReport | null> {
     const { clients, logger } = this.o;
     const read = this.o.clients.read ?? clients;
     const t0 = this.now();
@@ -344,7 +345,14 @@ export class IpvsProxier {
           r.maxHoldMs = Math.max(r.maxHoldMs, Math.round(this.now() - t));
         }
       });
-    const yieldNow = () => new Promise<void>((res) => setImmediate(res));
+    // Pacing (not while adopting): after each step, wait as long as it took (at most 250 ms), so
+    // the verification leaves at least half of the CPU (and of UML's single one) to partial syncs.
+    let stepAt = this.now();
+    const yieldNow = async (): Promise<void> => {
+      const took = paced ? Math.min(250, Math.max(0, this.now() - stepAt)) : 0;
+      await new Promise<void>((res) => (took >= 1 ? setTimeout(res, took) : setImmediate(res)));
+      stepAt = this.now();
+    };
     /** Reads outside the queue, then folds and repairs inside it. */
     const step = async <T>(readFn: () => Promise<T>, fold: (value: T, touched: DesiredDelta, f: Fold) => void): Promise<void> => {
       await yieldNow();
