@@ -6,7 +6,6 @@ import { performance } from 'node:perf_hooks';
 
 import type { Config } from '../../config.js';
 import type { IpsetClient } from '../../kernel/ipset/types.js';
-import { isNotFound } from '../../kernel/errors.js';
 import type { IpvsClient } from '../../kernel/ipvs/client.js';
 import type { Iptables } from '../../kernel/iptables.js';
 import type { LinkClient } from '../../kernel/link.js';
@@ -26,12 +25,14 @@ import { GracefulState, refreshDraining } from './graceful.js';
 import { DesiredIndex, emptyDelta, mergeDelta, type DesiredDelta } from './desired-index.js';
 import { OWNED_SETS, SET, setName } from './ipsets.js';
 import { IptablesKeeper, type FamilyRules } from './iptables-keeper.js';
-import { element, emptyObserved, readObserved } from './observe.js';
+import { emptyObserved, readObserved } from './observe.js';
 import { formatPlan, plan, type Plan } from './plan.js';
 import { ipvsModeRules, lbNoNodeAccess } from './rules.js';
 import { applySysctls, ipvsSysctls } from './sysctl.js';
 import type { DesiredContext, ObservedState } from './types.js';
-import { emptyFold, foldAddresses, foldDestinations, foldScope, foldServices, foldSet, isEmptyFold, VERIFY_CHUNK, type Fold } from './verify.js';
+import { Verifier, type VerifyReport } from './verify.js';
+
+export type { VerifyReport };
 
 export { formatPlan };
 
@@ -77,35 +78,19 @@ export interface SyncReport {
   phases: Record<string, number>;
 }
 
-/** What one periodic verification did. */
-export interface VerifyReport {
-  durationMs: number;
-  /** Steps (reads) taken; partial syncs may run between any two. */
-  steps: number;
-  /** Objects found to differ from what the proxier believed, and compared again. */
-  repaired: number;
-  ops: number;
-  iptablesRestores: number;
-  errors: number;
-  /** The longest time one step held the sync queue (what a change could wait for, at most). */
-  maxHoldMs: number;
-}
-
 /** The IPVS proxier; the daemon feeds it through handler() and calls sync() from the runner. */
 export class IpvsProxier {
   readonly tracker: ChangeTracker;
   private readonly index = new DesiredIndex();
   private readonly graceful = new GracefulState();
   private observed: ObservedState | null = null;
-  private lastFullAt = -Infinity;
   private nodePortAddresses: string[] = [];
   private readonly iptables: IptablesKeeper;
   /** Syncs and verification steps run one at a time, in the order they asked. */
   private queue: Promise<unknown> = Promise.resolve();
   /** The verification in flight, if any. */
   private verifying: Promise<VerifyReport | null> | null = null;
-  /** While a verification read is in flight: what partial syncs compared meanwhile (left out of the fold). */
-  private touched: DesiredDelta | null = null;
+  private readonly verifier: Verifier;
   private lastVerify: VerifyReport | null = null;
   private requestSync: () => void = () => {};
   /** Objects whose ops failed: looked at again by the next (partial) sync. */
@@ -126,6 +111,24 @@ export class IpvsProxier {
     this.errors = new ErrorReporter(o.logger);
     this.conntrack = new UdpConntrack(o.conntrack);
     this.iptables = new IptablesKeeper(o.stateDir);
+    this.verifier = new Verifier({
+      read: o.clients.read ?? o.clients,
+      dummyName: o.dummyName,
+      index: this.index,
+      iptables: this.iptables,
+      now: () => this.now(),
+      observed: () => this.observed!,
+      serial: (fn) => this.serial(fn),
+      readNodePortAddresses: (link) => this.readNodePortAddresses(link),
+      node: async (scope, addresses) => {
+        await this.ensureNode(scope);
+        if (addresses.join() === this.nodePortAddresses.join()) return;
+        this.nodePortAddresses = addresses;
+        for (const key of [...this.index.keys()]) mergeDelta(scope, this.update(key));
+      },
+      repair: (scope) => this.repair(scope),
+      rules: () => this.rules(),
+    });
     this.tracker = new ChangeTracker(o.nodeName);
     this.now = o.now ?? (() => performance.now());
   }
@@ -268,10 +271,7 @@ export class IpvsProxier {
     }
     this.retryScope = emptyDelta();
     phase('read');
-    if (this.touched && scope !== 'full') {
-      mergeDelta(this.touched, scope);
-      for (const id of this.graceful.draining.keys()) this.touched.virtualServers.add(id); // always compared
-    }
+    if (scope !== 'full') this.verifier.touch(scope, this.graceful.draining.keys());
     const p = await this.planFor(scope);
     phase('plan');
     if (config.dryRun) {
@@ -286,7 +286,6 @@ export class IpvsProxier {
     const healthErrors = (await this.o.serviceHealth?.sync(this.index.healthChecks())) ?? [];
     phase('health');
     this.report(result, healthErrors);
-    if (full) this.lastFullAt = t0;
     const durationMs = this.now() - t0;
     const report: SyncReport = { full, durationMs, changedServices: changed.size, ops: p.counts, errors: result.errors.length, phases };
     this.recordMetrics(durationMs, full, result);
@@ -325,103 +324,16 @@ export class IpvsProxier {
     this.errors.report([...this.tracker.errors(), ...this.index.errors(), ...this.nodeErrors, ...this.refused, ...transient, ...extra]);
   }
 
-  /**
-   * The periodic verification: the kernel re-read in steps (node objects, the service list,
-   * destinations VERIFY_CHUNK virtual servers at a time, each ipset, the dummy addresses, the
-   * iptables rules). Reads run outside the sync queue (on the read sockets), so a change
-   * waits for at most one fold-and-repair, never for the whole read. Repairs what differs.
-   */
+  /** The periodic verification (see Verifier); null when a read failed (logged; the next period tries again). */
   private async verify(paced = true): Promise<VerifyReport | null> {
-    const { clients, logger } = this.o;
-    const read = this.o.clients.read ?? clients;
-    const t0 = this.now();
-    const r: VerifyReport = { durationMs: 0, steps: 0, repaired: 0, ops: 0, iptablesRestores: 0, errors: 0, maxHoldMs: 0 };
-    const held = async (fn: () => Promise<void>): Promise<void> =>
-      this.serial(async () => {
-        const t = this.now();
-        try {
-          await fn();
-        } finally {
-          r.maxHoldMs = Math.max(r.maxHoldMs, Math.round(this.now() - t));
-        }
-      });
-    // Pacing (not while adopting): after each step, wait as long as it took (at most 250 ms), so
-    // the verification leaves at least half of the CPU (and of UML's single one) to partial syncs.
-    let stepAt = this.now();
-    const yieldNow = async (): Promise<void> => {
-      const took = paced ? Math.min(250, Math.max(0, this.now() - stepAt)) : 0;
-      await new Promise<void>((res) => (took >= 1 ? setTimeout(res, took) : setImmediate(res)));
-      stepAt = this.now();
-    };
-    /** Reads outside the queue, then folds and repairs inside it. */
-    const step = async <T>(readFn: () => Promise<T>, fold: (value: T, touched: DesiredDelta, f: Fold) => void): Promise<void> => {
-      await yieldNow();
-      await this.serial(async () => void (this.touched = emptyDelta())); // no partial sync is half-way
-      let value: T;
-      try {
-        value = await readFn();
-      } catch (e) {
-        this.touched = null;
-        throw e;
-      }
-      r.steps++;
-      await held(async () => {
-        const touched = this.touched ?? emptyDelta();
-        this.touched = null;
-        const f = emptyFold();
-        fold(value, touched, f);
-        if (isEmptyFold(f)) return;
-        r.repaired += f.virtualServers.size + f.addresses.size + [...f.ipsetEntries.values()].reduce((n, s) => n + s.size, 0);
-        await this.repair(foldScope(f), r);
-      });
-    };
+    const { logger } = this.o;
+    let r: VerifyReport;
     try {
-      const addresses = await this.readNodePortAddresses(read.link); // a dump of every address (kube-ipvs0's too): outside the queue
-      await held(async () => {
-        const scope = emptyDelta();
-        await this.ensureNode(scope);
-        if (addresses.join() !== this.nodePortAddresses.join()) {
-          this.nodePortAddresses = addresses;
-          for (const key of [...this.index.keys()]) mergeDelta(scope, this.update(key));
-        }
-        await this.repair(scope, r);
-      });
-      const observed = () => this.observed!;
-      let listed: ReturnType<typeof foldServices> = { keys: [], unread: new Set() };
-      await step(() => read.ipvs.listServices(), (list, touched, f) => (listed = foldServices(observed(), list, this.index.virtualServers(), touched, f)));
-      const { keys, unread } = listed;
-      for (let i = 0; i < keys.length; i += VERIFY_CHUNK) {
-        const chunk = keys.slice(i, i + VERIFY_CHUNK);
-        await step(() => read.ipvs.listDestinationsMany(chunk), (dests, touched, f) => foldDestinations(observed(), chunk, dests, unread, touched, f));
-      }
-      for (const set of new Set([...OWNED_SETS.map((s) => s.spec.name), ...this.index.allSets()])) {
-        const list = async () => {
-          try {
-            const [info] = await read.ipset.list(set);
-            return info ? info.entries.map(element) : null;
-          } catch (e) {
-            if (isNotFound(e)) return null;
-            throw e;
-          }
-        };
-        await step(list, (entries, touched, f) => foldSet(observed(), set, entries, this.index.ipsetEntries(set), touched, f));
-      }
-      const addrs = async () => read.link.listAddresses(this.o.dummyName).catch((e) => (isNotFound(e) ? [] : Promise.reject(e)));
-      await step(addrs, (list, touched, f) => foldAddresses(observed(), list, this.index.addresses(), touched, f));
-      await yieldNow();
-      const prints = await this.iptables.read(this.rules()); // iptables-save outside the queue
-      await held(async () => {
-        r.iptablesRestores += (await this.iptables.sync(this.rules(), true, prints)).restores;
-      });
+      r = await this.verifier.run(paced);
     } catch (e) {
-      r.errors++;
       logger.warn({ err: e instanceof Error ? e.message : String(e) }, 'periodic verification stopped; the next period tries again');
       return null;
-    } finally {
-      this.touched = null;
     }
-    r.durationMs = Math.round(this.now() - t0);
-    this.lastFullAt = t0;
     this.o.metrics?.observeSync(r.durationMs, 'full', r.errors === 0);
     logger.info(r, 'verified');
     this.lastVerify = r;
@@ -429,13 +341,12 @@ export class IpvsProxier {
   }
 
   /** Plans and applies `scope` inside a verification; failures go to the next partial sync. */
-  private async repair(scope: DesiredDelta, r: VerifyReport): Promise<void> {
+  private async repair(scope: DesiredDelta): Promise<{ ops: number; errors: number }> {
     const p = await this.planFor(scope);
     const result = await this.applyFor(p, scope);
-    r.ops += result.counts.ipvsOps + result.counts.ipsetEntries + result.counts.addresses;
-    r.errors += result.errors.length;
     this.report(result);
     if (result.retry) this.requestSync();
+    return { ops: result.counts.ipvsOps + result.counts.ipsetEntries + result.counts.addresses, errors: result.errors.length };
   }
 
   private recordMetrics(durationMs: number, full: boolean, result: ApplyResult): void {
