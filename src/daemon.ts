@@ -35,10 +35,16 @@ export async function openIpvs(logger: Logger): Promise<{ client: IpvsClient } |
   return a.available ? { client: a.client } : { reason: `${a.reason}; modprobe ip_vs did not help` };
 }
 
+/** Second sockets for the IPVS proxier's periodic verification reads (so they never queue its writes); falls back to `ipvs`. */
+async function openReadClients(ipvs: IpvsClient): Promise<{ ipvs: IpvsClient; ipset: NetlinkIpsetClient; link: NetlinkLinkClient }> {
+  const a = await NetlinkIpvsClient.open();
+  return { ipvs: a.available ? a.client : ipvs, ipset: await NetlinkIpsetClient.open(), link: NetlinkLinkClient.open() };
+}
+
 /** What the daemon needs of a proxier (IpvsProxier and IptablesProxier both are one). */
 interface Proxier {
   handler(onChange: () => void): SourceHandler;
-  sync(opts: { full?: boolean }): Promise<unknown>;
+  sync(opts: { full?: boolean; periodic?: boolean }): Promise<unknown>;
   close(): void;
 }
 
@@ -122,7 +128,14 @@ async function runWithSource(config: Config, logger: Logger, nodeName: string, {
       ? (ipvsProxier = new (await import('./proxy/ipvs/proxier.js')).IpvsProxier({
           ...common,
           dummyName: DEFAULT_DUMMY_LINK,
-          clients: { ipvs: chosen.ipvs, ipset: await NetlinkIpsetClient.open(), link: NetlinkLinkClient.open(), iptables: { ipv4: iptables, ipv6: ip6tables } },
+          stateDir: '/run/kube-ipvs-proxy',
+          clients: {
+            ipvs: chosen.ipvs,
+            ipset: await NetlinkIpsetClient.open(),
+            link: NetlinkLinkClient.open(),
+            iptables: { ipv4: iptables, ipv6: ip6tables },
+            read: await openReadClients(chosen.ipvs),
+          },
         }))
       : new (await import('./proxy/iptables/proxier.js')).IptablesProxier({
           ...common,
@@ -165,7 +178,7 @@ async function runWithSource(config: Config, logger: Logger, nodeName: string, {
     const view = ipvsProxier;
     if (view) servers.push(await serveIpvsViews(s, () => view.desiredView(), config, nodeName, logger));
   }
-  const runner = new BoundedFrequencyRunner(async () => void (await proxier.sync({})), {
+  const runner = new BoundedFrequencyRunner(async ({ periodic }) => void (await proxier.sync({ periodic })), {
     minIntervalMs: config.minSyncPeriodMs,
     maxIntervalMs: config.syncPeriodMs,
     retryIntervalMs: Math.max(config.minSyncPeriodMs, 1000),
