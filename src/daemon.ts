@@ -54,10 +54,16 @@ async function sourceFor(config: Config, nodeName: string, logger: Logger): Prom
   });
 }
 
+/** Second sockets for the IPVS proxier's periodic verification reads (so they never queue its writes); falls back to `ipvs`. */
+async function openReadClients(ipvs: IpvsClient): Promise<{ ipvs: IpvsClient; ipset: NetlinkIpsetClient; link: NetlinkLinkClient }> {
+  const a = await NetlinkIpvsClient.open();
+  return { ipvs: a.available ? a.client : ipvs, ipset: await NetlinkIpsetClient.open(), link: NetlinkLinkClient.open() };
+}
+
 /** What the daemon needs of a proxier (IpvsProxier and IptablesProxier both are one). */
 interface Proxier {
   handler(onChange: () => void): SourceHandler;
-  sync(opts: { full?: boolean }): Promise<unknown>;
+  sync(opts: { full?: boolean; periodic?: boolean }): Promise<unknown>;
   close(): void;
 }
 
@@ -102,7 +108,14 @@ export async function runDaemon(config: Config, logger: Logger): Promise<number>
       ? new IpvsProxier({
           ...common,
           dummyName: DEFAULT_DUMMY_LINK,
-          clients: { ipvs: chosen.ipvs, ipset: await NetlinkIpsetClient.open(), link: NetlinkLinkClient.open(), iptables: { ipv4: iptables, ipv6: ip6tables } },
+          stateDir: '/run/kube-ipvs-proxy',
+          clients: {
+            ipvs: chosen.ipvs,
+            ipset: await NetlinkIpsetClient.open(),
+            link: NetlinkLinkClient.open(),
+            iptables: { ipv4: iptables, ipv6: ip6tables },
+            read: await openReadClients(chosen.ipvs),
+          },
         })
       : new IptablesProxier({
           ...common,
@@ -140,7 +153,7 @@ export async function runDaemon(config: Config, logger: Logger): Promise<number>
     await s.start();
     servers.push(s);
   }
-  const runner = new BoundedFrequencyRunner(async () => void (await proxier.sync({})), {
+  const runner = new BoundedFrequencyRunner(async ({ periodic }) => void (await proxier.sync({ periodic })), {
     minIntervalMs: config.minSyncPeriodMs,
     maxIntervalMs: config.syncPeriodMs,
     retryIntervalMs: Math.max(config.minSyncPeriodMs, 1000),

@@ -1,33 +1,39 @@
 // The IPVS proxier: tracked objects -> desired state (per changed service) -> plan -> apply.
-// A partial sync costs work proportional to the services that changed; a full sync (at start
-// and every --ipvs-sync-period) re-reads the kernel and repairs any drift.
-import { execFile } from 'node:child_process';
+// A partial sync costs work proportional to the services that changed. A full sync (at start)
+// reads the whole kernel; every --ipvs-sync-period a verification re-reads it in small steps
+// between which partial syncs run (verify.ts), and repairs any drift.
 import { performance } from 'node:perf_hooks';
-import { promisify } from 'node:util';
 
 import type { Config } from '../../config.js';
 import type { IpsetClient } from '../../kernel/ipset/types.js';
+import { isNotFound } from '../../kernel/errors.js';
 import type { IpvsClient } from '../../kernel/ipvs/client.js';
 import type { Iptables } from '../../kernel/iptables.js';
 import type { LinkClient } from '../../kernel/link.js';
 import type { Logger } from '../../log.js';
-import { familyOf, inCidr } from '../../model/ip.js';
+import type { ObjectError } from '../../model/service.js';
+import { inCidr } from '../../model/ip.js';
 import type { ProxyHealth } from '../../server/health.js';
 import type { ProxyMetrics } from '../../server/metrics.js';
 import type { ServiceHealthServers } from '../../server/servicehealth.js';
 import type { SourceHandler } from '../../source/types.js';
 import { ChangeTracker } from '../changetracker.js';
+import { UdpConntrack, type ConntrackRunner } from '../conntrack.js';
 import { ErrorReporter, trackerHandler } from '../handler.js';
-import { applyPlan } from './apply.js';
+import { applyPlan, type ApplyResult } from './apply.js';
 import { desiredForService } from './desired.js';
 import { GracefulState, refreshDraining } from './graceful.js';
-import { DesiredIndex, emptyDelta, mergeDelta, type DesiredDelta } from './index.js';
+import { DesiredIndex, emptyDelta, mergeDelta, type DesiredDelta } from './desired-index.js';
 import { OWNED_SETS, SET, setName } from './ipsets.js';
-import { readObserved } from './observe.js';
-import { plan, type Plan } from './plan.js';
+import { IptablesKeeper, type FamilyRules } from './iptables-keeper.js';
+import { element, emptyObserved, readObserved } from './observe.js';
+import { formatPlan, plan, type Plan } from './plan.js';
 import { ipvsModeRules, lbNoNodeAccess } from './rules.js';
 import { applySysctls, ipvsSysctls } from './sysctl.js';
 import type { DesiredContext, ObservedState } from './types.js';
+import { emptyFold, foldAddresses, foldDestinations, foldScope, foldServices, foldSet, isEmptyFold, VERIFY_CHUNK, type Fold } from './verify.js';
+
+export { formatPlan };
 
 /** The kernel clients the proxier programs through. */
 export interface ProxierClients {
@@ -35,6 +41,8 @@ export interface ProxierClients {
   ipset: IpsetClient;
   link: LinkClient;
   iptables: { ipv4: Iptables; ipv6: Iptables | null };
+  /** Separate sockets for the periodic verification's reads, so they never queue partial syncs' writes (default: the above). */
+  read?: { ipvs: IpvsClient; ipset: IpsetClient; link: LinkClient };
 }
 
 /** What the proxier is built from. */
@@ -51,6 +59,10 @@ export interface ProxierOptions {
   out?: (text: string) => void;
   /** Writes sysctls (default: /proc/sys); returns the ones that failed. Tests pass a recorder. */
   sysctl?: typeof applySysctls;
+  /** Runs `conntrack ARGS` (default: the binary; its failures are ignored). */
+  conntrack?: ConntrackRunner;
+  /** Where state that should survive a restart is kept (the last iptables restore's hashes); none by default. */
+  stateDir?: string;
   now?: () => number;
 }
 
@@ -65,6 +77,20 @@ export interface SyncReport {
   phases: Record<string, number>;
 }
 
+/** What one periodic verification did. */
+export interface VerifyReport {
+  durationMs: number;
+  /** Steps (reads) taken; partial syncs may run between any two. */
+  steps: number;
+  /** Objects found to differ from what the proxier believed, and compared again. */
+  repaired: number;
+  ops: number;
+  iptablesRestores: number;
+  errors: number;
+  /** The longest time one step held the sync queue (what a change could wait for, at most). */
+  maxHoldMs: number;
+}
+
 /** The IPVS proxier; the daemon feeds it through handler() and calls sync() from the runner. */
 export class IpvsProxier {
   readonly tracker: ChangeTracker;
@@ -73,22 +99,40 @@ export class IpvsProxier {
   private observed: ObservedState | null = null;
   private lastFullAt = -Infinity;
   private nodePortAddresses: string[] = [];
-  private readonly iptablesText = new Map<string, string>();
+  private readonly iptables: IptablesKeeper;
+  /** Syncs and verification steps run one at a time, in the order they asked. */
+  private queue: Promise<unknown> = Promise.resolve();
+  /** The verification in flight, if any. */
+  private verifying: Promise<VerifyReport | null> | null = null;
+  /** While a verification read is in flight: what partial syncs compared meanwhile (left out of the fold). */
+  private touched: DesiredDelta | null = null;
+  private lastVerify: VerifyReport | null = null;
+  private requestSync: () => void = () => {};
   /** Objects whose ops failed: looked at again by the next (partial) sync. */
   private retryScope: DesiredDelta = emptyDelta();
   private readonly now: () => number;
   private started = false;
+  /** A sync found the dummy link missing: the next one re-creates it. */
+  private linkMissing = false;
+  /** Sysctls and the dummy link that could not be ensured (reported once each). */
+  private nodeErrors: ObjectError[] = [];
+  /** Objects the kernel refused for good (errors.ts): kept until the next full sync compares them again. */
+  private refused: ObjectError[] = [];
 
   private readonly errors: ErrorReporter;
+  private readonly conntrack: UdpConntrack;
 
   constructor(private readonly o: ProxierOptions) {
     this.errors = new ErrorReporter(o.logger);
+    this.conntrack = new UdpConntrack(o.conntrack);
+    this.iptables = new IptablesKeeper(o.stateDir);
     this.tracker = new ChangeTracker(o.nodeName);
     this.now = o.now ?? (() => performance.now());
   }
 
   /** The SourceHandler that feeds the tracker; `onChange` asks the runner for a sync. */
   handler(onChange: () => void): SourceHandler {
+    this.requestSync = onChange;
     return trackerHandler(this.tracker, this.o, onChange);
   }
 
@@ -97,9 +141,9 @@ export class IpvsProxier {
   }
 
   /** Local addresses NodePorts listen on: --nodeport-addresses CIDRs, `primary`, or all. */
-  private async readNodePortAddresses(): Promise<string[]> {
+  private async readNodePortAddresses(link: LinkClient = this.o.clients.link): Promise<string[]> {
     const wanted = this.o.config.nodePortAddresses;
-    const local = (await this.o.clients.link.localAddresses({ exclude: [this.o.dummyName] })).map((a) => a.address);
+    const local = (await link.localAddresses({ exclude: [this.o.dummyName] })).map((a) => a.address);
     if (wanted.length === 0) return local;
     if (wanted[0] === 'primary') {
       const nodeIPs = this.tracker.state().node?.addresses ?? [];
@@ -108,18 +152,36 @@ export class IpvsProxier {
     return local.filter((a) => wanted.some((c) => inCidr(a, c)));
   }
 
-  /** One-time node setup: sysctls, IPVS timeouts, the dummy link, the owned ipsets. */
+  /** One-time setup: the IPVS timeouts. */
   private async prepare(): Promise<void> {
-    const { config, logger, clients } = this.o;
-    for (const f of (this.o.sysctl ?? applySysctls)(ipvsSysctls({ strictARP: config.ipvs.strictARP }))) logger.warn({ sysctl: f.key, err: f.error }, 'cannot set sysctl');
-    const t = config.ipvs;
+    const t = this.o.config.ipvs;
     if (t.tcpTimeoutMs || t.tcpFinTimeoutMs || t.udpTimeoutMs) {
       const s = (ms: number) => Math.round(ms / 1000);
-      await clients.ipvs.setTimeouts({ tcp: s(t.tcpTimeoutMs), tcpFin: s(t.tcpFinTimeoutMs), udp: s(t.udpTimeoutMs) });
+      const want = { tcp: s(t.tcpTimeoutMs), tcpFin: s(t.tcpFinTimeoutMs), udp: s(t.udpTimeoutMs) };
+      const have = await this.o.clients.ipvs.getTimeouts();
+      // 0 leaves a timeout as it is: write only when a wanted one differs.
+      if ((Object.keys(want) as Array<keyof typeof want>).some((k) => want[k] !== 0 && want[k] !== have[k])) await this.o.clients.ipvs.setTimeouts(want);
     }
-    await clients.link.ensureDummy(this.o.dummyName);
-    for (const set of OWNED_SETS) await clients.ipset.create(set.spec, { exist: true });
     this.started = true;
+  }
+
+  /**
+   * Re-ensures the node-level objects (at start, on every full sync, and when a sync found the
+   * dummy link missing): the sysctls (written only when they differ) and the dummy link. A
+   * re-created link has no addresses: every wanted one is bound again. The owned ipsets are
+   * created by the plan when missing.
+   */
+  private async ensureNode(scope: DesiredDelta | 'full'): Promise<void> {
+    const failed = (this.o.sysctl ?? applySysctls)(ipvsSysctls({ strictARP: this.o.config.ipvs.strictARP }));
+    this.nodeErrors = failed.map((f) => ({ object: `sysctl ${f.key}`, reason: `cannot set ${f.key}=${f.value}: ${f.error}` }));
+    try {
+      const { created } = await this.o.clients.link.ensureDummy(this.o.dummyName);
+      if (created && this.observed) this.observed.addresses.clear();
+      if (created && scope !== 'full') for (const a of this.index.addresses().keys()) scope.addresses.add(a);
+      this.linkMissing = false;
+    } catch (e) {
+      this.nodeErrors.push({ object: `link ${this.o.dummyName}`, reason: e instanceof Error ? e.message : String(e) });
+    }
   }
 
   /** Recomputes the contribution of one service port key; returns what it touched. */
@@ -129,8 +191,60 @@ export class IpvsProxier {
     return this.index.set(key, svc ? desiredForService(svc, state.endpoints.get(key) ?? [], this.context()) : null);
   }
 
-  /** One sync; throws when kernel operations failed (the runner retries). */
-  async sync(opts: { full?: boolean } = {}): Promise<SyncReport> {
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
+    const next = this.queue.then(fn, fn);
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  /**
+   * One sync; throws when kernel operations failed (the runner retries). `full` reads the whole
+   * kernel first (the first sync always does); `periodic` also starts a verification in the
+   * background (see verify()), which never holds back the partial syncs that follow.
+   */
+  async sync(opts: { full?: boolean; periodic?: boolean } = {}): Promise<SyncReport> {
+    if (this.observed === null && !opts.full && !this.o.config.dryRun) await this.adopt();
+    try {
+      return await this.serial(() => this.syncNow(Boolean(opts.full) || this.observed === null));
+    } finally {
+      if (opts.periodic && !opts.full && !this.verifying && !this.o.config.dryRun) {
+        this.verifying = this.verify().finally(() => (this.verifying = null));
+      }
+    }
+  }
+
+  /**
+   * The first sync of a daemon (not of --once): adopts what the kernel holds through one
+   * verification (reads in steps, each followed by the writes it shows are needed), instead of
+   * reading the whole table before the first write. A kernel that already matches gets no write.
+   */
+  private async adopt(): Promise<void> {
+    await this.serial(async () => {
+      if (!this.started) await this.prepare();
+      this.observed = emptyObserved();
+      // Sets that exist are known to exist (their entries are read by the verification); the
+      // plan creates the owned ones that do not.
+      for (const name of await this.o.clients.ipset.listNames()) if (name.startsWith('KUBE-')) this.observed.ipsets.set(name, new Set());
+      this.nodePortAddresses = await this.readNodePortAddresses();
+      const changed = this.tracker.takeChanged();
+      for (const key of changed) this.update(key);
+      await this.conntrack.clean(this.tracker.state(), changed);
+    });
+    this.verifying = this.verify();
+    const r = await this.verifying.finally(() => (this.verifying = null));
+    if (r === null) {
+      this.observed = null;
+      throw new Error('adopting the kernel state failed (see the verification warning); retrying');
+    }
+  }
+
+  /** Resolves when the verification in flight (if any) has finished: the last verification's report, or null. */
+  async verified(): Promise<VerifyReport | null> {
+    await this.verifying;
+    return this.lastVerify;
+  }
+
+  private async syncNow(full: boolean): Promise<SyncReport> {
     const { config, clients, logger } = this.o;
     const t0 = this.now();
     const phases: Record<string, number> = {};
@@ -140,41 +254,37 @@ export class IpvsProxier {
       phases[name] = Math.round(t - mark);
       mark = t;
     };
-    const full = Boolean(opts.full) || this.observed === null || t0 - this.lastFullAt >= config.syncPeriodMs;
     if (!this.started && !config.dryRun) await this.prepare();
     phase('prepare');
     const changed = this.tracker.takeChanged();
-    let scope: Parameters<typeof plan>[2] = 'full';
+    let scope: DesiredDelta | 'full' = 'full';
+    if (!full) scope = this.index.mergeDeltas([this.retryScope, ...[...changed].map((k) => this.update(k))]);
+    if ((full || this.linkMissing) && !config.dryRun) await this.ensureNode(scope);
     if (full) {
       this.nodePortAddresses = await this.readNodePortAddresses();
       this.observed = await readObserved({ ipvs: clients.ipvs, ipset: clients.ipset, link: clients.link, dummyName: this.o.dummyName });
       for (const key of new Set([...this.tracker.state().services.keys(), ...this.index.keys()])) this.update(key);
-    } else {
-      scope = this.index.mergeDeltas([this.retryScope, ...[...changed].map((k) => this.update(k))]);
     }
     this.retryScope = emptyDelta();
-    const observed = this.observed!;
     phase('read');
-    await refreshDraining(clients.ipvs, observed, this.graceful);
-    const p = plan(this.index, observed, scope, this.graceful, {
-      now: Date.now(),
-      gracefulTimeoutMs: config.gracefulTerminationTimeoutMs,
-      excludeCIDRs: config.ipvs.excludeCIDRs,
-    });
+    if (this.touched && scope !== 'full') {
+      mergeDelta(this.touched, scope);
+      for (const id of this.graceful.draining.keys()) this.touched.virtualServers.add(id); // always compared
+    }
+    const p = await this.planFor(scope);
     phase('plan');
     if (config.dryRun) {
       (this.o.out ?? ((t) => process.stdout.write(t)))(formatPlan(p));
       return { full, durationMs: this.now() - t0, changedServices: changed.size, ops: p.counts, errors: 0, phases };
     }
-    const result = await applyPlan(p, { ...clients, dummyName: this.o.dummyName }, observed);
-    mergeDelta(this.retryScope, result.retryScope);
-    await this.cleanStaleUdp(p);
+    const result = await this.applyFor(p, scope);
+    await this.conntrack.clean(this.tracker.state(), changed);
     phase('apply');
-    await this.syncIptables(full);
+    await this.iptables.sync(this.rules(), full);
     phase('iptables');
     const healthErrors = (await this.o.serviceHealth?.sync(this.index.healthChecks())) ?? [];
     phase('health');
-    this.errors.report([...this.tracker.errors(), ...this.index.errors(), ...result.errors.map((e) => ({ object: e.object, reason: e.error.message })), ...healthErrors]);
+    this.report(result, healthErrors);
     if (full) this.lastFullAt = t0;
     const durationMs = this.now() - t0;
     const report: SyncReport = { full, durationMs, changedServices: changed.size, ops: p.counts, errors: result.errors.length, phases };
@@ -185,7 +295,142 @@ export class IpvsProxier {
     return report;
   }
 
-  private recordMetrics(durationMs: number, full: boolean, result: Awaited<ReturnType<typeof applyPlan>>): void {
+  private async planFor(scope: DesiredDelta | 'full'): Promise<Plan> {
+    const observed = this.observed!;
+    await refreshDraining(this.o.clients.ipvs, observed, this.graceful);
+    const { config } = this.o;
+    return plan(this.index, observed, scope, this.graceful, {
+      now: Date.now(),
+      gracefulTimeoutMs: config.gracefulTerminationTimeoutMs,
+      excludeCIDRs: config.ipvs.excludeCIDRs,
+      ownedSets: OWNED_SETS,
+    });
+  }
+
+  /** Applies a plan; keeps what failed for the next sync (retry scope) or the next full sync (refusals). */
+  private async applyFor(p: Plan, scope: DesiredDelta | 'full'): Promise<ApplyResult> {
+    const result = await applyPlan(p, { ...this.o.clients, dummyName: this.o.dummyName }, this.observed!);
+    mergeDelta(this.retryScope, result.retryScope);
+    if (result.linkMissing) this.linkMissing = true;
+    const refused = result.refused.map((e) => ({ object: e.object, reason: e.error.message }));
+    // The objects in a partial scope were compared again: their old refusals are replaced by the new ones.
+    const compared = (object: string) => scope !== 'full' && scope.virtualServers.has(object.split(' ')[0]!);
+    this.refused = scope === 'full' ? refused : [...this.refused.filter((r) => !compared(r.object)), ...refused];
+    return result;
+  }
+
+  private report(result: ApplyResult, extra: readonly ObjectError[] = []): void {
+    const transient = result.errors.filter((e) => !result.refused.includes(e)).map((e) => ({ object: e.object, reason: e.error.message }));
+    this.errors.report([...this.tracker.errors(), ...this.index.errors(), ...this.nodeErrors, ...this.refused, ...transient, ...extra]);
+  }
+
+  /**
+   * The periodic verification: the kernel re-read in steps (node objects, the service list,
+   * destinations VERIFY_CHUNK virtual servers at a time, each ipset, the dummy addresses, the
+   * iptables rules). Reads run outside the sync queue (on the read sockets), so a change
+   * waits for at most one fold-and-repair, never for the whole read. Repairs what differs.
+   */
+  private async verify(): Promise<VerifyReport | null> {
+    const { clients, logger } = this.o;
+    const read = this.o.clients.read ?? clients;
+    const t0 = this.now();
+    const r: VerifyReport = { durationMs: 0, steps: 0, repaired: 0, ops: 0, iptablesRestores: 0, errors: 0, maxHoldMs: 0 };
+    const held = async (fn: () => Promise<void>): Promise<void> =>
+      this.serial(async () => {
+        const t = this.now();
+        try {
+          await fn();
+        } finally {
+          r.maxHoldMs = Math.max(r.maxHoldMs, Math.round(this.now() - t));
+        }
+      });
+    const yieldNow = () => new Promise<void>((res) => setImmediate(res));
+    /** Reads outside the queue, then folds and repairs inside it. */
+    const step = async <T>(readFn: () => Promise<T>, fold: (value: T, touched: DesiredDelta, f: Fold) => void): Promise<void> => {
+      await yieldNow();
+      await this.serial(async () => void (this.touched = emptyDelta())); // no partial sync is half-way
+      let value: T;
+      try {
+        value = await readFn();
+      } catch (e) {
+        this.touched = null;
+        throw e;
+      }
+      r.steps++;
+      await held(async () => {
+        const touched = this.touched ?? emptyDelta();
+        this.touched = null;
+        const f = emptyFold();
+        fold(value, touched, f);
+        if (isEmptyFold(f)) return;
+        r.repaired += f.virtualServers.size + f.addresses.size + [...f.ipsetEntries.values()].reduce((n, s) => n + s.size, 0);
+        await this.repair(foldScope(f), r);
+      });
+    };
+    try {
+      const addresses = await this.readNodePortAddresses(read.link); // a dump of every address (kube-ipvs0's too): outside the queue
+      await held(async () => {
+        const scope = emptyDelta();
+        await this.ensureNode(scope);
+        if (addresses.join() !== this.nodePortAddresses.join()) {
+          this.nodePortAddresses = addresses;
+          for (const key of [...this.index.keys()]) mergeDelta(scope, this.update(key));
+        }
+        await this.repair(scope, r);
+      });
+      const observed = () => this.observed!;
+      let listed: ReturnType<typeof foldServices> = { keys: [], unread: new Set() };
+      await step(() => read.ipvs.listServices(), (list, touched, f) => (listed = foldServices(observed(), list, this.index.virtualServers(), touched, f)));
+      const { keys, unread } = listed;
+      for (let i = 0; i < keys.length; i += VERIFY_CHUNK) {
+        const chunk = keys.slice(i, i + VERIFY_CHUNK);
+        await step(() => read.ipvs.listDestinationsMany(chunk), (dests, touched, f) => foldDestinations(observed(), chunk, dests, unread, touched, f));
+      }
+      for (const set of new Set([...OWNED_SETS.map((s) => s.spec.name), ...this.index.allSets()])) {
+        const list = async () => {
+          try {
+            const [info] = await read.ipset.list(set);
+            return info ? info.entries.map(element) : null;
+          } catch (e) {
+            if (isNotFound(e)) return null;
+            throw e;
+          }
+        };
+        await step(list, (entries, touched, f) => foldSet(observed(), set, entries, this.index.ipsetEntries(set), touched, f));
+      }
+      const addrs = async () => read.link.listAddresses(this.o.dummyName).catch((e) => (isNotFound(e) ? [] : Promise.reject(e)));
+      await step(addrs, (list, touched, f) => foldAddresses(observed(), list, this.index.addresses(), touched, f));
+      await yieldNow();
+      const prints = await this.iptables.read(this.rules()); // iptables-save outside the queue
+      await held(async () => {
+        r.iptablesRestores += (await this.iptables.sync(this.rules(), true, prints)).restores;
+      });
+    } catch (e) {
+      r.errors++;
+      logger.warn({ err: e instanceof Error ? e.message : String(e) }, 'periodic verification stopped; the next period tries again');
+      return null;
+    } finally {
+      this.touched = null;
+    }
+    r.durationMs = Math.round(this.now() - t0);
+    this.lastFullAt = t0;
+    this.o.metrics?.observeSync(r.durationMs, 'full', r.errors === 0);
+    logger.info(r, 'verified');
+    this.lastVerify = r;
+    return r;
+  }
+
+  /** Plans and applies `scope` inside a verification; failures go to the next partial sync. */
+  private async repair(scope: DesiredDelta, r: VerifyReport): Promise<void> {
+    const p = await this.planFor(scope);
+    const result = await this.applyFor(p, scope);
+    r.ops += result.counts.ipvsOps + result.counts.ipsetEntries + result.counts.addresses;
+    r.errors += result.errors.length;
+    this.report(result);
+    if (result.retry) this.requestSync();
+  }
+
+  private recordMetrics(durationMs: number, full: boolean, result: ApplyResult): void {
     const m = this.o.metrics;
     if (!m) return;
     m.observeSync(durationMs, full ? 'full' : 'partial', !result.retry);
@@ -197,31 +442,18 @@ export class IpvsProxier {
     if (result.errors.length) m.countKernelOps('any', 'error', result.errors.length);
   }
 
-  /** kube-proxy's IPVS-mode chains, per family; a restore only when the rules changed (or on a full sync). */
-  private async syncIptables(full: boolean): Promise<void> {
+  /** kube-proxy's IPVS-mode chains, per family (no ip6tables work on a node that never had IPv6 services, like kube-proxy's per-family proxiers). */
+  private rules(): FamilyRules[] {
     const nonEmpty = new Set(this.index.allSets().filter((s) => this.index.ipsetEntries(s).size > 0));
     const hasIpv6 = this.index.counts().ipv6VirtualServers > 0;
+    const out: FamilyRules[] = [];
     for (const [family, ipt] of Object.entries(this.o.clients.iptables) as Array<['ipv4' | 'ipv6', Iptables | null]>) {
-      // Like kube-proxy's per-family proxiers: no ip6tables work on a node without IPv6 services
-      // (once written, the IPv6 rules are kept in sync, so they are removed when those go away).
-      if (!ipt || (family === 'ipv6' && !hasIpv6 && !this.iptablesText.has('ipv6'))) continue;
+      if (!ipt || (family === 'ipv6' && !hasIpv6 && !this.iptables.has('ipv6'))) continue;
       const entries = (base: (typeof SET)[keyof typeof SET]) => this.index.ipsetEntries(setName(base, family)).keys();
       const noNodeAccess = lbNoNodeAccess(entries(SET.LOAD_BALANCER_FW), entries(SET.LOAD_BALANCER_SOURCE_IP));
-      const spec = ipvsModeRules(this.context(), family, nonEmpty, noNodeAccess);
-      const text = JSON.stringify(spec);
-      if (!full && this.iptablesText.get(family) === text) continue;
-      await ipt.sync(spec);
-      this.iptablesText.set(family, text);
+      out.push({ family, ipt, spec: ipvsModeRules(this.context(), family, nonEmpty, noNodeAccess) });
     }
-  }
-
-  /** UDP real servers removed: their conntrack entries would keep sending packets to them. */
-  private async cleanStaleUdp(p: Plan): Promise<void> {
-    for (const s of p.staleUdp ?? []) {
-      const family = familyOf(s.vip) === 'ipv6' ? 'ipv6' : 'ipv4';
-      const args = ['-D', '-f', family, '-p', 'udp', '--orig-dst', s.vip, '--orig-port-dst', String(s.port), '--dst-nat', s.endpoint];
-      await promisify(execFile)('conntrack', args).catch(() => undefined); // exit 1: no entries
-    }
+    return out;
   }
 
   close(): void {
@@ -229,18 +461,9 @@ export class IpvsProxier {
     c.ipvs.close();
     c.ipset.close();
     c.link.close();
+    if (c.read && c.read.ipvs !== c.ipvs) c.read.ipvs.close();
+    c.read?.ipset.close();
+    c.read?.link.close();
   }
 }
 
-/** A plan as text, for --dry-run. */
-export function formatPlan(p: Plan): string {
-  const lines = [
-    ...p.ipvs.map((op) => `ipvs ${op.kind} ${JSON.stringify('destination' in op ? { service: op.service, destination: op.destination } : op.service)}`),
-    ...p.ipsetCreate.map((s) => `ipset create ${s.name} ${s.type}`),
-    ...[...p.ipsetAdd].flatMap(([set, entries]) => entries.map((e) => `ipset add ${set} ${e}`)),
-    ...[...p.ipsetDel].flatMap(([set, entries]) => entries.map((e) => `ipset del ${set} ${e}`)),
-    ...p.addressAdd.map((a) => `address add ${a}`),
-    ...p.addressDel.map((a) => `address del ${a}`),
-  ];
-  return `${lines.join('\n')}\n`;
-}
