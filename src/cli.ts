@@ -8,6 +8,7 @@ import { ConfigError, formatHelp, parseArgs } from './config.js';
 import { runDaemon } from './daemon.js';
 import { formatInspect, gatherInspect, type InspectSources } from './inspect.js';
 import { createLogger } from './log.js';
+import { withNodeLock } from './lock.js';
 
 /** Where the CLI writes; injectable so tests can run it in-process. */
 export interface CliIo {
@@ -43,9 +44,14 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
       return 0;
     }
     case 'cleanup':
-      return runCleanup(parsed.config, createLogger(parsed.config.log));
-    case 'run':
-      return runDaemon(parsed.config, createLogger(parsed.config.log));
+    case 'run': {
+      const { config, command } = parsed;
+      const logger = createLogger(config.log);
+      const run = () => (command === 'cleanup' ? runCleanup(config, logger) : runDaemon(config, logger));
+      // One writer per node: the daemon and cleanup hold the node lock; --dry-run only reads.
+      if (command === 'run' && config.dryRun) return run();
+      return withNodeLock(run, (e) => logger.error({ lock: `@${e.lockName}`, holderPid: e.holderPid }, `${command === 'cleanup' ? 'cleanup' : 'not starting'}: ${e.message}`));
+    }
   }
 }
 

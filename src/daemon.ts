@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import type { Config } from './config.js';
 import { NetlinkIpsetClient } from './kernel/ipset/client.js';
 import { NetlinkIpvsClient, type IpvsClient } from './kernel/ipvs/client.js';
-import { Iptables } from './kernel/iptables.js';
+import { detectBackendWithReason, Iptables, type Family } from './kernel/iptables.js';
 import { DEFAULT_DUMMY_LINK, NetlinkLinkClient } from './kernel/link.js';
 import type { Logger } from './log.js';
 import { removeIptablesModeLeftovers } from './proxy/iptables/leftovers.js';
@@ -90,14 +90,35 @@ async function chooseMode(config: Config, logger: Logger): Promise<{ mode: Proxy
   return { mode: 'iptables', ipvs: null };
 }
 
+/**
+ * The iptables drivers (IPv4 and IPv6) on the detected backend. Unless --dry-run,
+ * the preferred backend must pass a probe that programs nat and filter; otherwise the other one
+ * is used, with a warning naming why.
+ */
+async function openIptables(config: Config, logger: Logger): Promise<{ ipv4: Iptables; ipv6: Iptables; saved: Partial<Record<Family, string>> }> {
+  const d = await detectBackendWithReason({ probe: !config.dryRun });
+  const other = d.backend === 'nft' ? 'legacy' : 'nft';
+  if (d.unusable[d.backend] !== undefined) {
+    logger.warn({ backend: d.backend, errors: d.unusable }, 'neither iptables backend can program the nat and filter tables here; syncs will fail');
+  } else if (d.unusable[other] !== undefined) {
+    logger.warn(
+      { backend: d.backend, preferred: other, preferredBecause: d.reason, reason: d.unusable[other] },
+      `iptables backend ${other} cannot program the nat and filter tables here: using ${d.backend}`,
+    );
+  }
+  return { ipv4: new Iptables(d.backend, { family: 'ipv4' }), ipv6: new Iptables(d.backend, { family: 'ipv6' }), saved: d.saved };
+}
+
 /** Runs the daemon until SIGTERM/SIGINT (or one sync with --once); returns the exit code. */
 export async function runDaemon(config: Config, logger: Logger): Promise<number> {
   const nodeName = nodeNameOf(config);
-  const chosen = await chooseMode(config, logger);
+  // Independent start-up work at once: the source's modules load while the probes' processes run.
+  const sourceP = sourceFor(config, nodeName, logger);
+  sourceP.catch(() => {});
+  const [chosen, ipts] = await Promise.all([chooseMode(config, logger), openIptables(config, logger)]);
   if (chosen === null) return 1;
   const { mode } = chosen;
-  const iptables = await Iptables.create({ family: 'ipv4' });
-  const ip6tables = await Iptables.create({ family: 'ipv6', backend: iptables.backend }).catch(() => null);
+  const { ipv4: iptables, ipv6: ip6tables } = ipts;
   const metrics = new ProxyMetrics();
   metrics.setProxyMode(mode);
   const health = new ProxyHealth({ syncPeriodMs: config.syncPeriodMs });
@@ -124,9 +145,8 @@ export async function runDaemon(config: Config, logger: Logger): Promise<number>
         });
   logger.info({ nodeName, mode, iptables: iptables.backend, source: config.manifests ?? 'kubernetes' }, 'starting');
   // The IPVS mode's first sync deletes the iptables mode's chains; these jumps it would keep.
-  if (mode === 'ipvs' && !config.dryRun) await removeIptablesModeLeftovers([iptables, ip6tables], config, logger);
-
-  const source = await sourceFor(config, nodeName, logger);
+  if (mode === 'ipvs' && !config.dryRun) await removeIptablesModeLeftovers([iptables, ip6tables], config, logger, ipts.saved);
+  const source = await sourceP;
   if (config.once || config.dryRun) {
     await source.start(proxier.handler(() => {}));
     let code = 0;

@@ -52,6 +52,11 @@ export class Daemon {
   log = '';
   constructor(private readonly args: string[]) {}
 
+  /** The child's pid once started. */
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
   start(): void {
     this.child = spawn(process.execPath, [CLI, ...this.args], { stdio: ['ignore', 'pipe', 'pipe'] });
     this.child.stdout!.on('data', (d) => (this.log += d));
@@ -82,7 +87,7 @@ export class Daemon {
   /** Stops with `signal` and waits for the exit code. */
   async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
     const c = this.child;
-    if (!c || c.exitCode !== null) return c?.exitCode ?? null;
+    if (!c || c.exitCode !== null || c.signalCode !== null) return c?.exitCode ?? null;
     const code = new Promise<number | null>((r) => c.once('exit', (n) => r(n)));
     c.kill(signal);
     return code;
