@@ -4,7 +4,7 @@
 // traffic restored, nothing left behind, and no warning or error logged more than once per period.
 // The table of repair times is printed and written to .test-results/faults.md (README copies it).
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -23,6 +23,20 @@ const DAEMON_ARGS = ['--hostname-override', 'kip-node', '--cluster-cidr', '10.24
 // The kernel state must be back within this long (one period, the sync, a loaded UML machine).
 const REPAIR_LIMIT_MS = 3 * PERIOD_MS + 15_000;
 const BULK = 300; // services x 10 endpoints for the SIGKILL-during-a-large-sync fault
+
+/** IPVS as /proc/net/ip_vs shows it, connection counters dropped: read in-process, no spawn. */
+function procIpvs(): string {
+  return readFileSync('/proc/net/ip_vs', 'utf8').split('\n')
+    .filter((l) => /^(TCP|UDP|SCTP|FWM)|^\s+->\s+[0-9A-F]/.test(l))
+    .map((l) => (l.trimStart().startsWith('->') ? l.trim().split(/\s+/).slice(0, 4).join(' ') : l.trim()))
+    .join('\n');
+}
+/** One ipset as `ipset save` writes it (sorted, initval dropped): one process. */
+const setState = (name: string) => shell(`ipset save ${name} 2>&1; true`).split('\n').map((l) => l.replace(/ initval 0x[0-9a-f]+/, '')).sort().join('\n');
+/** The owned nat rules (counters dropped): one process. */
+const natState = () => sh('iptables-legacy-save', '-t', 'nat').split('\n').filter((l) => /KUBE-/.test(l) && !l.startsWith('#')).map((l) => l.replace(/\[\d+:\d+\]/g, '')).sort().join('\n');
+/** The dummy link's addresses: one process. */
+const addrState = () => shell('ip -o addr show dev kube-ipvs0 2>&1; true').replace(/valid_lft.*$/gm, '').split('\n').sort().join('\n');
 
 /** Everything the proxy owns in the kernel, normalised (sorted, counters and comments dropped). */
 function snapshot(): string {
@@ -122,19 +136,23 @@ afterAll(async () => {
 });
 
 /**
- * Injects a fault, waits until the kernel state equals the baseline (the repair time) and traffic
- * flows again,
- * then watches one more period: no warning/error line may repeat more than once per period.
+ * Injects a fault; the repair time is until `probe` (a cheap read of the damaged object) reads as
+ * it did before. Then the whole owned state must equal the baseline, traffic must flow, and one
+ * period later nothing is left behind and no warning/error line has repeated more than once per period.
  */
-async function repair(fault: string, inject: () => void, note?: string): Promise<number> {
+async function repair(fault: string, probe: () => string, inject: () => void, note?: string): Promise<number> {
   const logFrom = d.log.length;
+  const want = probe();
   inject();
   const t0 = Date.now();
   let last = '';
-  await waitFor(`repair of "${fault}"`, () => (last = snapshot()) === baseline, REPAIR_LIMIT_MS).catch((e: Error) => {
-    throw new Error(`${e.message}\n${diff(baseline, last)}\n--- log\n${d.log.slice(logFrom).slice(-3000)}`);
+  await waitFor(`repair of "${fault}"`, () => (last = probe()) === want, REPAIR_LIMIT_MS).catch((e: Error) => {
+    throw new Error(`${e.message}\n${diff(want, last)}\n--- log\n${d.log.slice(logFrom).slice(-3000)}`);
   });
   const ms = Date.now() - t0;
+  await waitFor(`the whole state after "${fault}"`, () => (last = snapshot()) === baseline, REPAIR_LIMIT_MS).catch((e: Error) => {
+    throw new Error(`${e.message}\n${diff(baseline, last)}\n--- log\n${d.log.slice(logFrom).slice(-3000)}`);
+  });
   await waitFor(`traffic after "${fault}"`, trafficOk, 15_000).catch((e: Error) => {
     throw new Error(`${e.message}: ${lastTraffic}`);
   });
@@ -152,15 +170,15 @@ async function repair(fault: string, inject: () => void, note?: string): Promise
 
 describe('faults while traffic flows: each is repaired within one sync period (+ the sync itself)', () => {
   it('ipvsadm -C', async () => {
-    await repair('`ipvsadm -C` (every virtual server)', () => sh('ipvsadm', '-C'));
+    await repair('`ipvsadm -C` (every virtual server)', procIpvs, () => sh('ipvsadm', '-C'));
   });
 
   it('one real server deleted', async () => {
-    await repair('one real server deleted (`ipvsadm -d`)', () => sh('ipvsadm', '-d', '-t', '10.96.0.10:80', '-r', '10.244.2.2:8080'));
+    await repair('one real server deleted (`ipvsadm -d`)', procIpvs, () => sh('ipvsadm', '-d', '-t', '10.96.0.10:80', '-r', '10.244.2.2:8080'));
   });
 
   it('a foreign virtual server on an owned VIP', async () => {
-    await repair('foreign virtual server on an owned VIP (`ipvsadm -A -t 10.96.0.10:81`)', () => sh('ipvsadm', '-A', '-t', '10.96.0.10:81', '-s', 'rr'));
+    await repair('foreign virtual server on an owned VIP (`ipvsadm -A -t 10.96.0.10:81`)', procIpvs, () => sh('ipvsadm', '-A', '-t', '10.96.0.10:81', '-s', 'rr'));
   });
 
   it('every owned ipset kind flushed, then destroyed', async () => {
@@ -171,32 +189,32 @@ describe('faults while traffic flows: each is repaired within one sync period (+
     expect(kinds.size).toBeGreaterThanOrEqual(4);
     for (const [type, names] of kinds) {
       const name = names.find(nonEmpty) ?? names[0]!;
-      await repair(`ipset ${name} (${type}) flushed`, () => sh('ipset', 'flush', name));
+      await repair(`ipset ${name} (${type}) flushed`, () => setState(name), () => sh('ipset', 'flush', name));
       const unhook = rulesUsing(name);
       await repair(`ipset ${name} (${type}) destroyed${unhook.length ? ' (after deleting the rules that use it)' : ''}`,
-        () => shell([...unhook, `ipset destroy ${name}`].join('\n')));
+        () => setState(name) + natState(), () => shell([...unhook, `ipset destroy ${name}`].join('\n')));
     }
-  });
+  }, 900_000);
 
   it('the dummy link deleted; its addresses flushed', async () => {
-    await repair('dummy link `kube-ipvs0` deleted', () => sh('ip', 'link', 'del', 'kube-ipvs0'));
-    await repair('addresses of `kube-ipvs0` flushed', () => sh('ip', 'addr', 'flush', 'dev', 'kube-ipvs0'));
+    await repair('dummy link `kube-ipvs0` deleted', addrState, () => sh('ip', 'link', 'del', 'kube-ipvs0'));
+    await repair('addresses of `kube-ipvs0` flushed', addrState, () => sh('ip', 'addr', 'flush', 'dev', 'kube-ipvs0'));
   });
 
   it('KUBE-SERVICES flushed; the jump into it deleted', async () => {
-    await repair('`iptables -t nat -F KUBE-SERVICES`', () => sh('iptables-legacy', '-t', 'nat', '-F', 'KUBE-SERVICES'));
+    await repair('`iptables -t nat -F KUBE-SERVICES`', natState, () => sh('iptables-legacy', '-t', 'nat', '-F', 'KUBE-SERVICES'));
     const jumps = sh('iptables-legacy-save', '-t', 'nat').split('\n').filter((l) => /^-A (PREROUTING|OUTPUT) .*-j KUBE-SERVICES/.test(l));
     expect(jumps.length).toBeGreaterThan(0);
-    await repair('jumps into KUBE-SERVICES deleted', () => shell(jumps.map((l) => `iptables-legacy -t nat -D ${l.slice(3)}`).join('\n')));
+    await repair('jumps into KUBE-SERVICES deleted', natState, () => shell(jumps.map((l) => `iptables-legacy -t nat -D ${l.slice(3)}`).join('\n')));
   });
 
   it('an IPVS sysctl reset', async () => {
-    await repair('`net.ipv4.vs.conntrack` reset to 0', () => writeFileSync('/proc/sys/net/ipv4/vs/conntrack', '0\n'));
+    await repair('`net.ipv4.vs.conntrack` reset to 0', () => readFileSync('/proc/sys/net/ipv4/vs/conntrack', 'utf8'), () => writeFileSync('/proc/sys/net/ipv4/vs/conntrack', '0\n'));
   });
 
   it('the scheduler module a service uses unloaded', async () => {
     expect(sh('ipvsadm', '-Sn')).toContain('-A -t 10.96.0.13:80 -s sh');
-    await repair('scheduler module `ip_vs_sh` unloaded (its service deleted first)', () => {
+    await repair('scheduler module `ip_vs_sh` unloaded (its service deleted first)', procIpvs, () => {
       sh('ipvsadm', '-D', '-t', '10.96.0.13:80');
       sh('rmmod', 'ip_vs_sh');
     }, 'reloaded by the kernel on demand');
@@ -228,10 +246,10 @@ describe('faults while traffic flows: each is repaired within one sync period (+
         Array.from({ length: 10 }, (_, j) => `- {addresses: [10.244.${100 + (i % 100)}.${j + 1}], conditions: {ready: true}}`).join('\n')}`);
     }
     manifests.write('bulk.yaml', docs.join('\n---\n'));
-    const bulkVs = () => (sh('ipvsadm', '-Sn').match(/^-A -t 10\.97\./gm) ?? []).length;
+    const bulkVs = () => (readFileSync('/proc/net/ip_vs', 'utf8').match(/^TCP  0A61/gm) ?? []).length; // 10.97.x.x
     d = daemon();
     d.start();
-    await waitFor('part of the bulk services', () => bulkVs() > 5, 60_000);
+    await waitFor('part of the bulk services', () => bulkVs() > 0, 60_000);
     await d.stop('SIGKILL');
     const partial = bulkVs();
     d = daemon();
