@@ -24,19 +24,22 @@ const DAEMON_ARGS = ['--hostname-override', 'kip-node', '--cluster-cidr', '10.24
 const REPAIR_LIMIT_MS = 3 * PERIOD_MS + 15_000;
 const BULK = 300; // services x 10 endpoints for the SIGKILL-during-a-large-sync fault
 
-/** IPVS as /proc/net/ip_vs shows it, connection counters dropped: read in-process, no spawn. */
+/** IPVS as /proc/net/ip_vs shows it (sorted, counters dropped): read in-process, no spawn. */
 function procIpvs(): string {
-  return readFileSync('/proc/net/ip_vs', 'utf8').split('\n')
-    .filter((l) => /^(TCP|UDP|SCTP|FWM)|^\s+->\s+[0-9A-F]/.test(l))
-    .map((l) => (l.trimStart().startsWith('->') ? l.trim().split(/\s+/).slice(0, 4).join(' ') : l.trim()))
-    .join('\n');
+  const out: string[] = [];
+  let vs = '';
+  for (const l of readFileSync('/proc/net/ip_vs', 'utf8').split('\n')) {
+    if (/^(TCP|UDP|SCTP|FWM)/.test(l)) out.push((vs = l.trim()));
+    else if (/^\s+->\s+[0-9A-F]/.test(l)) out.push(`${vs} ${l.trim().split(/\s+/).slice(0, 4).join(' ')}`);
+  }
+  return out.sort().join('\n');
 }
 /** One ipset as `ipset save` writes it (sorted, initval dropped): one process. */
 const setState = (name: string) => shell(`ipset save ${name} 2>&1; true`).split('\n').map((l) => l.replace(/ initval 0x[0-9a-f]+/, '')).sort().join('\n');
 /** The owned nat rules (counters dropped): one process. */
 const natState = () => sh('iptables-legacy-save', '-t', 'nat').split('\n').filter((l) => /KUBE-/.test(l) && !l.startsWith('#')).map((l) => l.replace(/\[\d+:\d+\]/g, '')).sort().join('\n');
 /** The dummy link's addresses: one process. */
-const addrState = () => shell('ip -o addr show dev kube-ipvs0 2>&1; true').replace(/valid_lft.*$/gm, '').split('\n').sort().join('\n');
+const addrState = () => shell('ip -o addr show dev kube-ipvs0 2>&1; true').replace(/valid_lft.*$/gm, '').replace(/^\d+: /gm, '').split('\n').sort().join('\n');
 
 /** Everything the proxy owns in the kernel, normalised (sorted, counters and comments dropped). */
 function snapshot(): string {
