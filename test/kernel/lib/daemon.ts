@@ -79,6 +79,11 @@ export class Daemon {
     });
   }
 
+  /** The exit code once the process has exited (null while it runs). */
+  exitCode(): number | null {
+    return this.child?.exitCode ?? null;
+  }
+
   /** Stops with `signal` and waits for the exit code. */
   async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
     const c = this.child;
