@@ -23,6 +23,6 @@ describe('a kernel without IPVS', () => {
     expect(report.ipvs).toEqual({ available: false, reason: expect.any(String) });
     expect(report.dummy).toEqual({ name: 'kube-ipvs0', exists: false, addresses: [] });
     const text = await promisify(execFile)(process.execPath, [cli, 'inspect']);
-    expect(text.stdout).toMatch(/^IPVS: unavailable \(/);
+    expect(text.stdout).toMatch(/^IPVS: unavailable \(/m);
   });
 });

@@ -1,6 +1,6 @@
-// Inside UML: the daemon (short sync period) while real traffic flows; each fault on an object
-// it owns is repaired within one period, traffic comes back, and the error is not logged over
-// and over.
+// Inside UML: the daemon (short sync period) while real traffic flows: a sync that hits a missing
+// kube-ipvs0 re-creates it at once, a no-change verification writes nothing, a UDP flow leaves a
+// removed endpoint, a restart adopts the kernel. (Each fault's repair: faults.test.ts.)
 import { execFileSync, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 
@@ -56,19 +56,6 @@ afterAll(async () => {
 });
 
 describe('repair of owned objects', () => {
-  it('a deleted kube-ipvs0 is re-created with its addresses within one period; traffic comes back; no error every second', async () => {
-    expect(served('tcp:10.96.0.10:80')).toBe(true);
-    const t0 = Date.now();
-    sh('ip', 'link', 'del', 'kube-ipvs0');
-    await waitFor('kube-ipvs0 with its addresses', () => dummyAddrs().includes('10.96.0.10/32'), 2 * PERIOD_MS + 5_000).catch(() => null);
-    const repairedMs = Date.now() - t0;
-    expect(sh('ip', '-o', 'addr', 'show', 'dev', 'kube-ipvs0')).toContain('10.96.0.10/32');
-    expect(repairedMs).toBeLessThan(PERIOD_MS + 5_000);
-    process.stdout.write(`kube-ipvs0 deleted: repaired after ${repairedMs} ms\n`);
-    expect(served('tcp:10.96.0.10:80')).toBe(true);
-    expect(served('udp:10.96.0.53:53')).toBe(true);
-  });
-
   it('a deleted kube-ipvs0 is re-created at once when a change makes a sync hit ENODEV', async () => {
     const before = d.log.length;
     sh('ip', 'link', 'del', 'kube-ipvs0');
@@ -80,11 +67,6 @@ describe('repair of owned objects', () => {
     expect(lines(d.log.slice(before), /ENODEV|no such link/)).toBeLessThanOrEqual(3);
     expect(served('tcp:10.96.0.10:80')).toBe(true);
   });
-
-  it('a sysctl the proxy sets is set again by the next full sync', async () => {
-    sh('sysctl', '-qw', 'net.ipv4.vs.conntrack=0');
-    await waitFor('net.ipv4.vs.conntrack=1', () => sh('sysctl', '-n', 'net.ipv4.vs.conntrack').trim() === '1', PERIOD_MS + 5_000);
-  });
 });
 
 describe('periodic verification', () => {
@@ -95,23 +77,6 @@ describe('periodic verification', () => {
     process.stdout.write(`${verified.join('\n')}\n`);
     expect(verified.at(-1)).toMatch(/"?ops"?[=:]\s*0\b/);
     expect(verified.at(-1)).toMatch(/"?iptablesRestores"?[=:]\s*0\b/);
-  });
-
-  // A fault lands just after the verification read that object at worst: repaired by the next one (period + its duration).
-  it('repairs ipvsadm -C, a flushed ipset and a flushed KUBE-SERVICES chain by the next verification; traffic comes back', async () => {
-    const t0 = Date.now();
-    const mark = d.log.length;
-    sh('ipvsadm', '-C');
-    sh('ipset', 'flush', 'KUBE-CLUSTER-IP');
-    sh('iptables-legacy', '-t', 'nat', '-F', 'KUBE-SERVICES');
-    await waitFor('IPVS, the ipset and the chain repaired', () =>
-      sh('ipvsadm', '-Sn').includes('-A -t 10.96.0.10:80 -s rr') &&
-      sh('ipset', 'list', 'KUBE-CLUSTER-IP').includes('10.96.0.10,tcp:80') &&
-      /-A KUBE-SERVICES .*KUBE-CLUSTER-IP/.test(sh('iptables-legacy-save', '-t', 'nat')), 2 * PERIOD_MS + 10_000);
-    process.stdout.write(`ipvsadm -C + ipset flush + chain flush: repaired after ${Date.now() - t0} ms\n`);
-    // the repair came from the verification, in at most two of its lines (no error logged over and over)
-    expect(lines(d.log.slice(mark), /ERROR/)).toBe(0);
-    expect(served('tcp:10.96.0.10:80')).toBe(true);
   });
 });
 
