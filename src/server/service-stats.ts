@@ -8,20 +8,10 @@ import { serviceId, type IpvsStats, type ServiceKey } from '../kernel/ipvs/types
 import { parsePortKey } from './desired.js';
 
 /** Counters of one Service port: the sums over its virtual servers and their real servers. */
-export interface ServiceTraffic {
+export interface ServiceTraffic extends IpvsStats {
   /** The owner key (`ns/name:port/protocol`). */
   key: string;
   virtualServers: number;
-  conns: number;
-  inPkts: number;
-  outPkts: number;
-  inBytes: number;
-  outBytes: number;
-  cps: number;
-  inPps: number;
-  outPps: number;
-  inBps: number;
-  outBps: number;
   activeConns: number;
   inactiveConns: number;
 }

@@ -11,16 +11,8 @@ import { endpointSliceSchema, serviceSchema } from '../../src/model/k8s.js';
 import { IpvsProxier } from '../../src/proxy/ipvs/proxier.js';
 import type { SourceHandler } from '../../src/source/types.js';
 import { fakeIptables, type FakeIptables } from './lib/fake-iptables.js';
+import { slice, svc } from './lib/objects.js';
 
-const svc = (name: string, ip: string) =>
-  serviceSchema.parse({ metadata: { name, namespace: 'ns' }, spec: { clusterIP: ip, ports: [{ name: 'http', port: 80, targetPort: 8080 }] } });
-const slice = (name: string, ips: string[]) =>
-  endpointSliceSchema.parse({
-    metadata: { name: `${name}-1`, namespace: 'ns', labels: { 'kubernetes.io/service-name': name } },
-    addressType: 'IPv4',
-    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
-    endpoints: ips.map((ip) => ({ addresses: [ip], conditions: { ready: true } })),
-  });
 
 let ipvs: FakeIpvsClient;
 let ipset: FakeIpsetClient;

@@ -12,20 +12,11 @@ import { FakeIpvsClient } from '../../src/kernel/ipvs/fake.js';
 import type { IpvsClient } from '../../src/kernel/ipvs/client.js';
 import { FakeLinkClient } from '../../src/kernel/link.js';
 import { createLogger } from '../../src/log.js';
-import { endpointSliceSchema, serviceSchema } from '../../src/model/k8s.js';
 import { IpvsProxier } from '../../src/proxy/ipvs/proxier.js';
 import type { SourceHandler } from '../../src/source/types.js';
 import { fakeIptables, type FakeIptables } from './lib/fake-iptables.js';
+import { slice, svc } from './lib/objects.js';
 
-const svc = (name: string, ip: string) =>
-  serviceSchema.parse({ metadata: { name, namespace: 'ns' }, spec: { clusterIP: ip, ports: [{ name: 'http', port: 80, targetPort: 8080 }] } });
-const slice = (name: string, ips: string[]) =>
-  endpointSliceSchema.parse({
-    metadata: { name: `${name}-1`, namespace: 'ns', labels: { 'kubernetes.io/service-name': name } },
-    addressType: 'IPv4',
-    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
-    endpoints: ips.map((ip) => ({ addresses: [ip], conditions: { ready: true } })),
-  });
 
 let ipvs: FakeIpvsClient;
 let ipset: FakeIpsetClient;

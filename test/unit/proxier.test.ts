@@ -7,22 +7,14 @@ import { FakeIpsetClient } from '../../src/kernel/ipset/fake.js';
 import { FakeIpvsClient } from '../../src/kernel/ipvs/fake.js';
 import { FakeLinkClient } from '../../src/kernel/link.js';
 import { createLogger } from '../../src/log.js';
-import { endpointSliceSchema, nodeSchema, serviceSchema } from '../../src/model/k8s.js';
+import { nodeSchema } from '../../src/model/k8s.js';
 import { IpvsProxier } from '../../src/proxy/ipvs/proxier.js';
 import { ProxyHealth } from '../../src/server/health.js';
 import { ProxyMetrics } from '../../src/server/metrics.js';
 import type { SourceHandler } from '../../src/source/types.js';
 import { fakeIptables, type FakeIptables } from './lib/fake-iptables.js';
+import { slice, svc } from './lib/objects.js';
 
-const svc = (name: string, ip: string, annotations: Record<string, string> = {}) =>
-  serviceSchema.parse({ metadata: { name, namespace: 'ns', annotations }, spec: { clusterIP: ip, ports: [{ name: 'http', port: 80, targetPort: 8080 }] } });
-const slice = (name: string, ips: string[]) =>
-  endpointSliceSchema.parse({
-    metadata: { name: `${name}-1`, namespace: 'ns', labels: { 'kubernetes.io/service-name': name } },
-    addressType: 'IPv4',
-    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
-    endpoints: ips.map((ip) => ({ addresses: [ip], conditions: { ready: true } })),
-  });
 
 let ipvs: FakeIpvsClient;
 let ipset: FakeIpsetClient;
