@@ -109,6 +109,7 @@ const rows: Row[] = [];
 let manifests: Manifests;
 let d: Daemon;
 let baseline = '';
+let modprobeBefore = '';
 const daemon = () => new Daemon(['--manifests', manifests.dir, ...DAEMON_ARGS]);
 
 beforeAll(async () => {
@@ -116,6 +117,7 @@ beforeAll(async () => {
   shell('iptables-legacy -t mangle -N KUBE-IPTABLES-HINT || true');
   // Module autoload as on a real node: the kernel asks this script for ip_vs_<scheduler>.
   writeFileSync('/run/kip-modprobe', `#!/bin/sh\nexec modprobe -d "${process.env.KIP_UML_MODULES}" "$@"\n`, { mode: 0o755 });
+  modprobeBefore = readFileSync('/proc/sys/kernel/modprobe', 'utf8');
   writeFileSync('/proc/sys/kernel/modprobe', '/run/kip-modprobe\n');
   manifests = new Manifests();
   d = daemon();
@@ -136,6 +138,9 @@ afterAll(async () => {
   process.stdout.write(`\nfault repair times (sync period ${PERIOD_MS / 1000} s):\n${table}\n`);
   shell(`sh ${REPO}examples/demo/network.sh down; ${process.execPath} ${CLI} cleanup >/dev/null 2>&1; true`);
   manifests?.remove();
+  // Autoload off again, and what it loaded (nf_tables, for the daemon's iptables-nft probe) unloaded: later files expect the harness's kernel.
+  if (modprobeBefore) writeFileSync('/proc/sys/kernel/modprobe', modprobeBefore);
+  shell("for i in 1 2 3; do for m in $(awk '$1 ~ /^(nft_|nf_tables)/ {print $1}' /proc/modules); do rmmod $m 2>/dev/null; done; done; true");
 });
 
 /**

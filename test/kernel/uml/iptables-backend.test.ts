@@ -11,10 +11,13 @@ import { assertIsolated } from '../lib/guard.js';
 
 assertIsolated();
 
-const ARGS = ['--proxy-mode', 'iptables', '--once', '--hostname-override', 'kip-node', '--cluster-cidr', '10.244.0.0/16'];
+const ARGS = ['--proxy-mode', 'iptables', '--once', '--hostname-override', 'kip-node', '--cluster-cidr', '10.244.0.0/16', '--logging-format', 'json'];
 const sh = (cmd: string, ...args: string[]) => execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
 /** Empties every legacy table this test can touch (no hint chain, no rules: nothing prefers legacy). */
 const resetLegacy = () => sh('sh', '-c', "printf '*nat\\nCOMMIT\\n*filter\\nCOMMIT\\n*mangle\\nCOMMIT\\n' | iptables-legacy-restore -w 5");
+
+/** Unloads nf_tables and the nft modules on it (an earlier file may have had them autoloaded). */
+const unloadNft = () => sh('sh', '-c', "for i in 1 2 3; do for m in $(awk '$1 ~ /^(nft_|nf_tables)/ {print $1}' /proc/modules); do rmmod $m 2>/dev/null; done; done; true");
 
 /** One `--once` run: exit code and its JSON log lines. */
 function once(manifests: Manifests): Promise<{ code: number | null; lines: Array<Record<string, any>>; raw: string }> {
@@ -30,12 +33,13 @@ function once(manifests: Manifests): Promise<{ code: number | null; lines: Array
 let manifests: Manifests;
 
 beforeAll(() => {
+  unloadNft();
   resetLegacy();
   manifests = new Manifests();
 });
 afterAll(() => {
   // The iptables mode wrote only iptables rules here (legacy's); later files expect nf_tables unloaded.
-  execFileSync('sh', ['-c', 'rmmod nft_compat nf_tables 2>/dev/null; true']);
+  unloadNft();
   resetLegacy();
   manifests?.remove();
 });
