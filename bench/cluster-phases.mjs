@@ -128,16 +128,17 @@ export async function churn({ daemon, probe, cluster, api, rate, seconds }) {
  * sync), kernel writes made by then.
  */
 export async function restart({ daemon, args, log, probe, cluster, api }) {
-  await daemon.stop();
+  const stopped = await daemon.stop();
   const c = change(cluster, api, cluster.pick());
   api.resetStats();
   const next = new Daemon(args, log);
   let usefulMs = null;
   let ready = null;
+  let polls = 0;
   while (usefulMs === null || ready === null) {
     next.alive();
     if (usefulMs === null && (await probe.destinations(vip(c.i))).has(c.ip)) usefulMs = next.elapsed();
-    if (ready === null) {
+    if (ready === null && ++polls % 8 === 0) {
       const m = await next.metrics();
       if (m && (m.get('kubeproxy_sync_proxy_rules_last_timestamp_seconds') ?? 0) > 0) ready = { ms: next.elapsed(), metrics: m };
     }
@@ -145,7 +146,7 @@ export async function restart({ daemon, args, log, probe, cluster, api }) {
     await sleep(25);
   }
   const firstListMs = api.stats.firstListAt ? next.elapsed(api.stats.firstListAt) : null;
-  return { daemon: next, usefulMs, readyMs: ready.ms, firstListMs, kernelOps: workOf(ready.metrics).kernelOps };
+  return { daemon: next, stopped, usefulMs, readyMs: ready.ms, firstListMs, kernelOps: workOf(ready.metrics).kernelOps };
 }
 
 /**

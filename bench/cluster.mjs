@@ -115,14 +115,16 @@ async function runSize(n, probe) {
   r.restart = await restart({ daemon: p.daemon, args: restartArgs, log: LOG, probe, cluster, api });
   r.memRestart = await memory(r.restart.daemon);
   console.log(`  restart over the programmed kernel (1 change while down): first list ${r.restart.firstListMs === null ? '-' : s(r.restart.firstListMs)}, change in the kernel ${s(r.restart.usefulMs)}, first sync done ${s(r.restart.readyMs)}, kernel writes ${r.restart.kernelOps}; ${mem(r.memRestart)}`);
+  console.log(`    SIGTERM -> exit of the previous daemon: ${s(r.restart.stopped.ms)}${r.restart.stopped.killed ? ' (did not exit in 30 s: SIGKILL)' : ''}`);
 
   step('periodic sync');
   r.periodic = await periodic({ daemon: r.restart.daemon, periodMs: PERIOD_MS, periods: 2 });
   r.memPeriodic = await memory(r.restart.daemon);
-  console.log(`  no-change periodic sync (--ipvs-sync-period ${PERIOD_MS / 1000}s, ${r.periodic.syncs} syncs, ${r.periodic.full} full): ${s(r.periodic.syncMs)} each, ${r.periodic.kernelOps.toFixed(0)} kernel writes, ${r.periodic.forks.toFixed(1)} processes created; ${mem(r.memPeriodic)}`);
+  console.log(`  no-change periodic sync (--ipvs-sync-period ${PERIOD_MS / 1000}s, ${r.periodic.syncs} syncs, ${r.periodic.full} full): ${s(r.periodic.syncMs)} each, ${r.periodic.kernelOps.toFixed(0)} kernel writes, ${r.periodic.forks.toFixed(1)} processes+threads created (system-wide); ${mem(r.memPeriodic)}`);
   console.log(`  api server: ${JSON.stringify({ ...api.stats, listParams: [...api.stats.listParams], watchParams: [...api.stats.watchParams] })}`);
 
-  await r.restart.daemon.stop();
+  r.stop = await r.restart.daemon.stop();
+  console.log(`  SIGTERM -> exit: ${s(r.stop.ms)}${r.stop.killed ? ' (did not exit in 30 s: SIGKILL)' : ''}`);
   await api.close();
   return r;
 }

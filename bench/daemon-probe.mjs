@@ -66,12 +66,20 @@ export class Daemon {
     throw new Error('daemon: no successful sync within the timeout');
   }
 
-  /** SIGTERM, then SIGKILL after 30 s; resolves when it has exited. */
+  /** SIGTERM, then SIGKILL after 30 s; resolves when it has exited: {ms, killed}. */
   async stop() {
+    const t0 = performance.now();
+    let killed = false;
     if (!this.exitedEarly) this.child.kill('SIGTERM');
-    const t = setTimeout(() => this.child.kill('SIGKILL'), 30_000);
+    const t = setTimeout(() => ((killed = true), this.child.kill('SIGKILL')), 30_000);
     await this.exited;
     clearTimeout(t);
+    return { ms: performance.now() - t0, killed };
+  }
+
+  /** What JSON.stringify shows of a daemon. */
+  toJSON() {
+    return { pid: this.child.pid };
   }
 }
 
