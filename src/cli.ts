@@ -6,7 +6,8 @@ import { fileURLToPath } from 'node:url';
 import { runCleanup } from './cleanup.js';
 import { ConfigError, formatHelp, parseArgs } from './config.js';
 import { runDaemon } from './daemon.js';
-import { formatInspect, gatherInspect, type InspectSources } from './inspect.js';
+import { parseVip } from './config/args.js';
+import { formatInspect, gatherInspect, inspectSourcesFor, type InspectSources } from './inspect.js';
 import { createLogger } from './log.js';
 
 /** Where the CLI writes; injectable so tests can run it in-process. */
@@ -38,8 +39,11 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
   for (const w of parsed.warnings) io.stderr(`warning: ${w}\n`);
   switch (parsed.command) {
     case 'inspect': {
-      const report = await gatherInspect(io.inspectSources);
-      io.stdout(parsed.json ? `${JSON.stringify(report)}\n` : formatInspect(report));
+      const { stats, service, vip } = parsed.inspect;
+      const filter = { stats, ...(service !== undefined ? { service } : {}), ...(vip !== undefined ? { vip: parseVip(vip)! } : {}) };
+      const report = await gatherInspect(io.inspectSources ?? inspectSourcesFor(parsed.config), filter);
+      const filtered = service !== undefined || vip !== undefined;
+      io.stdout(parsed.json ? `${JSON.stringify(report)}\n` : formatInspect(report, { ipvsOnly: filtered }));
       return 0;
     }
     case 'cleanup':

@@ -15,6 +15,7 @@ import { IpvsProxier } from './proxy/ipvs/proxier.js';
 import { BoundedFrequencyRunner } from './proxy/runner.js';
 import { HealthServer, ProxyHealth } from './server/health.js';
 import { MetricsServer, ProxyMetrics, type ProxyMode } from './server/metrics.js';
+import { serveIpvsViews } from './server/ipvs-views.js';
 import { ServiceHealthServers } from './server/servicehealth.js';
 import type { ProxySource, SourceHandler } from './source/types.js';
 
@@ -96,7 +97,9 @@ export async function runDaemon(config: Config, logger: Logger): Promise<number>
   metrics.setProxyMode(mode);
   const health = new ProxyHealth({ syncPeriodMs: config.syncPeriodMs });
   const serviceHealth = new ServiceHealthServers({ proxyHealth: health, hostname: nodeName });
-  const common = { config, nodeName, logger, metrics, health, serviceHealth };
+  // API mode: per-Service problems also become Events on the Service (not with --once/--dry-run).
+  const events = !config.events || config.manifests || config.once || config.dryRun ? null : await (await import('./source/events.js')).eventRecorderFor({ kubeconfig: config.kubeconfig, master: config.master, nodeName, logger });
+  const common = { config, nodeName, logger, metrics, health, serviceHealth, ...(events ? { events } : {}) };
   const proxier: Proxier =
     chosen.ipvs !== null && mode === 'ipvs'
       ? new IpvsProxier({
@@ -139,6 +142,7 @@ export async function runDaemon(config: Config, logger: Logger): Promise<number>
     s.setConfig(config);
     await s.start();
     servers.push(s);
+    if (proxier instanceof IpvsProxier) servers.push(await serveIpvsViews(s, () => proxier.desiredView(), config, nodeName, logger));
   }
   const runner = new BoundedFrequencyRunner(async () => void (await proxier.sync({})), {
     minIntervalMs: config.minSyncPeriodMs,
@@ -146,7 +150,8 @@ export async function runDaemon(config: Config, logger: Logger): Promise<number>
     retryIntervalMs: Math.max(config.minSyncPeriodMs, 1000),
     onError: (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'sync failed; will retry'),
   });
-  await source.start(proxier.handler(() => runner.run()));
+  const handler = proxier.handler(() => runner.run());
+  await source.start(events ? events.trackServices(handler) : handler);
   runner.start();
   runner.run();
 
@@ -160,7 +165,9 @@ export async function runDaemon(config: Config, logger: Logger): Promise<number>
   });
   await runner.stop();
   await source.stop();
+  events?.close();
   await Promise.all(servers.map((s) => s.stop()));
+  await serviceHealth.close(); // health-check node port listeners would keep the process alive
   proxier.close();
   return 0;
 }

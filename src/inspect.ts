@@ -1,37 +1,35 @@
-// `kube-ipvs-proxy inspect`: what the kernel holds for this proxy, as a table or JSON.
-import { NetlinkIpvsClient, type IpvsAvailability, type ServiceWithDestinations } from './kernel/ipvs/client.js';
-import { observedDestination, type IpvsInfo } from './kernel/ipvs/types.js';
+// `kube-ipvs-proxy inspect`: what the kernel holds for this proxy, as a table or JSON; with the
+// daemon's desired state (GET /desired), each virtual server attributed and compared (inspect/join.ts).
+import type { Config } from './config.js';
+import { desiredUrl, fetchDesired } from './inspect/desired-client.js';
+import { filterServices, joinDesired, kernelDestination, type InspectFilter, type InspectService } from './inspect/join.js';
+import { formatIpvs } from './inspect/table.js';
 import { NetlinkIpsetClient } from './kernel/ipset/client.js';
 import type { IpsetClient } from './kernel/ipset/types.js';
 import { Iptables } from './kernel/iptables.js';
+import { NetlinkIpvsClient, type IpvsAvailability, type ServiceWithDestinations } from './kernel/ipvs/client.js';
+import type { IpvsInfo } from './kernel/ipvs/types.js';
 import { DEFAULT_DUMMY_LINK, NetlinkLinkClient, type LinkClient } from './kernel/link.js';
+import type { DesiredStateDoc } from './server/desired.js';
+import { trafficByService, type ServiceTraffic } from './server/service-stats.js';
 
-/** A virtual service in inspect's JSON. */
-export interface InspectService {
-  family: string;
-  protocol: string | null;
-  address: string | null;
-  port: number | null;
-  fwmark: number | null;
-  scheduler: string;
-  flags: string[];
-  timeout: number;
-  netmask: number;
-  destinations: Array<{
-    address: string;
-    port: number;
-    forward: string;
-    weight: number;
-    upperThreshold: number;
-    lowerThreshold: number;
-    activeConns: number;
-    inactiveConns: number;
-  }>;
-}
+export type { InspectDestination, InspectService, JoinStatus } from './inspect/join.js';
+
+/** Where the desired state came from: read (and from where) or why not. */
+export type DesiredSection =
+  | { available: true; source: string; node: string; defaultScheduler: string }
+  | { available: false; source: string | null; reason: string };
+
+/** Traffic of one Service port (with --stats and the desired state): sums over its virtual servers. */
+export type InspectTraffic = Omit<ServiceTraffic, 'key'> & { service: string };
 
 /** Everything inspect reports; a section that could not be read is named in `errors`. */
 export interface InspectReport {
   ipvs: { available: true; version: string; connTableSize: number; services: InspectService[] } | { available: false; reason: string };
+  /** The daemon's desired state (joined into ipvs.services), or why inspect shows the kernel view only. */
+  desired?: DesiredSection;
+  /** With --stats and the desired state: traffic per Service port. */
+  traffic?: InspectTraffic[];
   ipsets: Array<{ name: string; type: string; family: string | null; entries: string[] }>;
   dummy: { name: string; exists: boolean; addresses: string[] };
   iptables: { backend: string | null; nat: string[]; filter: string[] };
@@ -57,6 +55,14 @@ export interface InspectSources {
   ipset: () => Promise<IpsetClient>;
   link: () => LinkClient;
   iptables: () => Promise<{ backend: string; nat: string[]; filter: string[] }>;
+  /** The daemon's desired state; absent = kernel view only. `source` names where it is read from. */
+  desired?: { source: string; read: () => Promise<DesiredStateDoc> };
+}
+
+/** What inspect is asked for besides the kernel dump. */
+export interface InspectOptions extends InspectFilter {
+  /** Read IPVS's counters (STATS64) and rates. */
+  stats?: boolean;
 }
 
 /** Objects this proxy owns: ipsets and chains named KUBE-*, and the dummy link. */
@@ -69,8 +75,16 @@ const realSources: InspectSources = {
   iptables: async () => (await Iptables.create()).saveOwned(),
 };
 
+/** The kernel clients, and the desired state from the daemon's metrics server (when enabled). */
+export function inspectSourcesFor(config: Config): InspectSources {
+  const bind = config.metricsBindAddress;
+  if (bind === null) return realSources;
+  const source = desiredUrl(bind);
+  return { ...realSources, desired: { source, read: () => fetchDesired(source) } };
+}
+
 function toJsonService(s: ServiceWithDestinations): InspectService {
-  return {
+  const out: InspectService = {
     family: s.family,
     protocol: s.protocol,
     address: s.address,
@@ -80,16 +94,18 @@ function toJsonService(s: ServiceWithDestinations): InspectService {
     flags: s.flags,
     timeout: s.timeout,
     netmask: s.netmask,
-    destinations: s.destinations.map(observedDestination),
+    destinations: s.destinations.map(kernelDestination),
   };
+  if (s.stats) out.stats = s.stats;
+  return out;
 }
 
-async function readIpvs(open: InspectSources['ipvs']): Promise<InspectReport['ipvs']> {
+async function readIpvs(open: InspectSources['ipvs'], stats: boolean): Promise<InspectReport['ipvs']> {
   const a = await open();
   if (!a.available) return { available: false, reason: a.reason };
   try {
     const info: IpvsInfo = await a.client.info();
-    const services = await a.client.dumpAll();
+    const services = await a.client.dumpAll(stats ? { stats: true } : {});
     return { available: true, version: info.version, connTableSize: info.connTableSize, services: services.map(toJsonService) };
   } finally {
     a.client.close();
@@ -116,8 +132,12 @@ async function readDummy(open: InspectSources['link']): Promise<InspectReport['d
   }
 }
 
-/** Reads every section; one failing section is reported in `errors`, the others still read. */
-export async function gatherInspect(sources: InspectSources = realSources): Promise<InspectReport> {
+/**
+ * Reads every section; one failing section is reported in `errors`, the others still read. With
+ * the desired state, virtual servers are attributed and compared (see joinDesired); filters apply
+ * to ipvs.services.
+ */
+export async function gatherInspect(sources: InspectSources = realSources, options: InspectOptions = {}): Promise<InspectReport> {
   const errors: NonNullable<InspectReport['errors']> = [];
   const attempt = async <T>(section: string, fn: () => Promise<T>, fallback: T): Promise<T> => {
     try {
@@ -128,42 +148,51 @@ export async function gatherInspect(sources: InspectSources = realSources): Prom
     }
   };
   const report: InspectReport = {
-    ipvs: await attempt('ipvs', () => readIpvs(sources.ipvs), { available: false, reason: 'could not be read' } as InspectReport['ipvs']),
+    ipvs: await attempt('ipvs', () => readIpvs(sources.ipvs, options.stats ?? false), { available: false, reason: 'could not be read' } as InspectReport['ipvs']),
     ipsets: await attempt('ipsets', () => readIpsets(sources.ipset), []),
     dummy: await attempt('dummy', () => readDummy(sources.link), { name: DEFAULT_DUMMY_LINK, exists: false, addresses: [] }),
     iptables: await attempt<InspectReport['iptables']>('iptables', () => sources.iptables(), { backend: null, nat: [], filter: [] }),
   };
   report.mode = modeOf(report);
+  await attribute(report, sources.desired, options);
+  if (options.service !== undefined && !report.desired?.available) {
+    errors.push({ section: 'filter', message: `--service ${options.service}: needs the daemon's desired state, which is unavailable` });
+  }
   if (errors.length) report.errors = errors;
   return report;
 }
 
-const FORWARD_LABEL: Record<string, string> = { masq: 'Masq', local: 'Local', tunnel: 'Tunnel', route: 'Route' };
-
-function hostPort(address: string, port: number, family: string): string {
-  return family === 'ipv6' ? `[${address}]:${port}` : `${address}:${port}`;
+async function attribute(report: InspectReport, desired: InspectSources['desired'], options: InspectOptions): Promise<void> {
+  let doc: DesiredStateDoc | null = null;
+  if (!desired) report.desired = { available: false, source: null, reason: 'no desired-state source (metrics server disabled)' };
+  else {
+    try {
+      doc = await desired.read();
+      report.desired = { available: true, source: desired.source, node: doc.node, defaultScheduler: doc.defaultScheduler };
+    } catch (e) {
+      report.desired = { available: false, source: desired.source, reason: e instanceof Error ? e.message : String(e) };
+    }
+  }
+  if (!report.ipvs.available) return;
+  let services = report.ipvs.services;
+  if (doc) services = joinDesired(services, doc);
+  services = filterServices(services, options);
+  report.ipvs.services = services;
+  if (doc && options.stats) {
+    const owners = new Map(doc.virtualServers.flatMap((v) => (v.owner ? [[v.id, v.owner.service] as const] : [])));
+    report.traffic = trafficByService(services.filter((s) => s.status !== 'missing'), (id) => owners.get(id)).map(({ key, ...t }) => ({ service: key, ...t }));
+  }
 }
 
-/** ipvsadm -Ln's layout for the IPVS section, then the ipsets, dummy link and iptables chains. */
-export function formatInspect(r: InspectReport): string {
-  const out: string[] = [];
-  if (!r.ipvs.available) out.push(`IPVS: unavailable (${r.ipvs.reason})`);
-  else {
-    out.push(`IP Virtual Server version ${r.ipvs.version} (size=${r.ipvs.connTableSize})`);
-    out.push('Prot LocalAddress:Port Scheduler Flags');
-    out.push('  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn');
-    for (const s of r.ipvs.services) {
-      const flags = s.flags.filter((f) => f !== 'persistent');
-      const where = s.fwmark !== null ? `FWM  ${s.fwmark}${s.family === 'ipv6' ? ' IPv6' : ''}` : `${s.protocol!.toUpperCase().padEnd(4)} ${hostPort(s.address!, s.port!, s.family)}`;
-      let line = `${where} ${s.scheduler}`;
-      if (flags.length) line += ` (${flags.join(',')})`;
-      if (s.flags.includes('persistent')) line += ` persistent ${s.timeout}${s.netmask !== (s.family === 'ipv4' ? 32 : 128) ? ` mask ${s.netmask}` : ''}`;
-      out.push(line);
-      for (const d of s.destinations) {
-        const addr = hostPort(d.address, d.port, d.address.includes(':') ? 'ipv6' : 'ipv4');
-        out.push(`  -> ${addr.padEnd(28)} ${(FORWARD_LABEL[d.forward] ?? d.forward).padEnd(7)} ${String(d.weight).padEnd(6)} ${String(d.activeConns).padEnd(10)} ${d.inactiveConns}`);
-      }
-    }
+/**
+ * ipvsadm -Ln's layout for the IPVS section (with attribution and stats when present), then the
+ * ipsets, dummy link and iptables chains; `ipvsOnly` (inspect's filters) prints the IPVS section alone.
+ */
+export function formatInspect(r: InspectReport, opts: { ipvsOnly?: boolean } = {}): string {
+  const out: string[] = formatIpvs(r);
+  if (opts.ipvsOnly) {
+    for (const e of r.errors ?? []) out.push('', `error reading ${e.section}: ${e.message}`);
+    return `${out.join('\n')}\n`;
   }
   out.push('', `ipsets (${r.ipsets.length}):`);
   for (const s of r.ipsets) {

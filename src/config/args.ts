@@ -17,10 +17,19 @@ export interface ParsedArgs {
   config: Config;
   /** inspect --json. */
   json: boolean;
+  /** inspect's other flags: --stats, --service NS/NAME, --vip IP[:PORT]. */
+  inspect: InspectFlags;
   /** --help / -h was given: print formatHelp(); `config` is then the defaults and nothing was validated. */
   help: boolean;
   /** Non-fatal notes (ignored config-file fields, flags that do not apply to the mode). */
   warnings: string[];
+}
+
+/** inspect's filters and --stats. */
+export interface InspectFlags {
+  stats: boolean;
+  service?: string;
+  vip?: string;
 }
 
 /** Injectable I/O for parseArgs. */
@@ -40,7 +49,7 @@ const DEFAULT_LABELS = new Map(FLAG_DEFS.filter((f) => f.path !== undefined).map
  */
 export function parseArgs(argv: readonly string[], options: ParseArgsOptions = {}): ParsedArgs {
   const cli = scan(argv);
-  if (cli.help) return { command: cli.command ?? 'run', config: defaultConfig(), json: cli.json, help: true, warnings: [] };
+  if (cli.help) return { command: cli.command ?? 'run', config: defaultConfig(), json: cli.json, inspect: cli.inspect, help: true, warnings: [] };
   const issues = [...cli.issues];
   const warnings: string[] = [];
   const merged = new Layer();
@@ -60,6 +69,9 @@ export function parseArgs(argv: readonly string[], options: ParseArgsOptions = {
 
   const command = cli.command ?? 'run';
   if (cli.json && command !== 'inspect') issues.push('--json: only valid with the inspect command');
+  for (const f of ['stats', 'service', 'vip'] as const) {
+    if (cli.inspect[f] !== undefined && cli.inspect[f] !== false && command !== 'inspect') issues.push(`--${f}: only valid with the inspect command`);
+  }
   const result = ConfigSchema.safeParse(merged.toInput());
   if (!result.success) {
     for (const iss of result.error.issues) {
@@ -69,7 +81,7 @@ export function parseArgs(argv: readonly string[], options: ParseArgsOptions = {
     }
   }
   if (issues.length > 0 || !result.success) throw new ConfigError(issues);
-  return { command, config: result.data, json: cli.json, help: false, warnings };
+  return { command, config: result.data, json: cli.json, inspect: cli.inspect, help: false, warnings };
 }
 
 function readConfigFile(path: string, options: ParseArgsOptions): string {
@@ -111,12 +123,13 @@ interface Scan {
   command?: Command;
   configFile?: string;
   json: boolean;
+  inspect: InspectFlags;
   help: boolean;
 }
 
 /** Tokenises argv like pflag: --name=value, --name value, bare booleans, -v N, -vN, --, and one positional command. */
 function scan(argv: readonly string[]): Scan {
-  const out: Scan = { layer: new Layer(), issues: [], json: false, help: false };
+  const out: Scan = { layer: new Layer(), issues: [], json: false, inspect: { stats: false }, help: false };
   const seenLists = new Set<string>();
   let positionalOnly = false;
   for (let i = 0; i < argv.length; i++) {
@@ -175,6 +188,17 @@ function apply(out: Scan, flag: FlagDef, text: string, shown: string, seenLists:
     case 'json':
       out.json = value === true;
       return;
+    case 'inspect':
+      if (flag.name === 'stats') out.inspect.stats = value === true;
+      else if (flag.name === 'service') {
+        if (!/^[a-z0-9][-a-z0-9.]*\/[a-z0-9][-a-z0-9.]*$/.test(String(value))) out.issues.push(`${shown}: expected NAMESPACE/NAME, got ${JSON.stringify(value)}`);
+        else out.inspect.service = String(value);
+      } else {
+        const vip = parseVip(String(value));
+        if (vip === null) out.issues.push(`${shown}: expected IP or IP:PORT ([IPv6]:PORT), got ${JSON.stringify(value)}`);
+        else out.inspect.vip = String(value);
+      }
+      return;
     case 'no-fallback':
       out.layer.set('fallback', value !== true, { label: shown });
       return;
@@ -185,6 +209,16 @@ function apply(out: Scan, flag: FlagDef, text: string, shown: string, seenLists:
   if (flag.kind === 'list' && seenLists.has(flag.name)) out.layer.append(flag.path!, value as unknown[], origin);
   else out.layer.set(flag.path!, value, origin);
   if (flag.kind === 'list') seenLists.add(flag.name);
+}
+
+/** `IP`, `IP:PORT` or `[IPv6]:PORT` -> address (as given) and port (null when absent); null if malformed. */
+export function parseVip(text: string): { address: string; port: number | null } | null {
+  let m = /^\[([^\]]+)\](?::(\d{1,5}))?$/.exec(text);
+  if (!m && ipFamily(text) !== 0) return { address: text, port: null };
+  m ??= /^([^:]+):(\d{1,5})$/.exec(text);
+  if (!m || ipFamily(m[1]!) === 0) return null;
+  const port = m[2] === undefined ? null : Number(m[2]);
+  return port !== null && port > 65535 ? null : { address: m[1]!, port };
 }
 
 function positional(out: Scan, arg: string): void {

@@ -28,7 +28,7 @@ export interface FlagSpec {
 export interface FlagDef extends FlagSpec {
   readonly path?: string;
   readonly convert?: (text: string) => unknown;
-  readonly special?: 'config' | 'cleanup' | 'json' | 'help' | 'no-fallback';
+  readonly special?: 'config' | 'cleanup' | 'json' | 'help' | 'no-fallback' | 'inspect';
 }
 
 type Extra = Partial<Pick<FlagDef, 'aliases' | 'path' | 'convert' | 'special'>> & { ours?: boolean };
@@ -69,13 +69,20 @@ export const FLAG_DEFS: readonly FlagDef[] = [
   def('nodeport-addresses', 'list', 'CIDR,...', '', "NodePorts are served only on node IPs in these CIDRs, or 'primary' for the Node's primary IPs (default: every local IP).", { path: 'nodePortAddresses' }),
   def('healthz-bind-address', 'value', 'IP[:PORT]', `0.0.0.0:${HEALTHZ_PORT}`, 'Address of the health server (/healthz, /livez); empty disables it.', { path: 'healthzBindAddress', convert: toHostPort(HEALTHZ_PORT) }),
   def('metrics-bind-address', 'value', 'IP[:PORT]', `127.0.0.1:${METRICS_PORT}`, 'Address of the metrics server (/metrics); empty disables it.', { path: 'metricsBindAddress', convert: toHostPort(METRICS_PORT) }),
+  def('metrics-service-stats', 'bool', '', '', 'Export per-Service-port traffic from IPVS counters on /metrics (kube_ipvs_proxy_service_*; one IPVS dump per --metrics-service-stats-period).', { path: 'serviceStats.enabled', convert: toBool, ours: true }),
+  def('metrics-service-stats-max', 'value', 'N', '500', 'Most Service ports --metrics-service-stats exports (7 series each); the rest are counted in kube_ipvs_proxy_service_stats_omitted.', { path: 'serviceStats.maxServices', convert: toInt, ours: true }),
+  def('metrics-service-stats-period', 'value', DUR, '15s', 'A scrape reuses the IPVS dump of --metrics-service-stats for this long (at least 1s).', { path: 'serviceStats.periodMs', convert: parseDuration, ours: true }),
   def('graceful-termination-timeout', 'value', DUR, '15m', "Longest wait for a removed endpoint's IPVS connections to drain before it is deleted (15m = the kernel's established-TCP timeout); 0 = no limit, as kube-proxy.", { path: 'gracefulTerminationTimeoutMs', convert: parseDuration, ours: true }),
   def('once', 'bool', '', '', 'Sync once, then exit.', { path: 'once', convert: toBool, ours: true }),
   def('dry-run', 'bool', '', '', 'Compute and print what would change; never touch the kernel.', { path: 'dryRun', convert: toBool, ours: true }),
   def('cleanup', 'bool', '', '', 'Remove the IPVS, ipset and iptables state this proxy creates, then exit (same as the cleanup command).', { special: 'cleanup', convert: toBool }),
-  def('log-format', 'value', 'FORMAT', 'json', "Log format: 'json' or 'text'.", { path: 'log.format', aliases: ['logging-format'], ours: true }),
+  def('logging-format', 'value', 'FORMAT', 'text', "Log format: 'text' (one line per event, as kube-proxy's klog) or 'json'.", { path: 'log.format', aliases: ['log-format'] }),
+  def('record-events', 'bool', '', 'true', 'Record per-Service problems as Kubernetes Events on the Service (API mode; needs create/patch on events.k8s.io events).', { path: 'events', convert: toBool, ours: true }),
   def('v', 'value', 'LEVEL', '0', 'Log verbosity: 0 info, 2 debug, 4 and above trace.', { path: 'log.verbosity', convert: toInt }),
   def('json', 'bool', '', '', 'inspect: print JSON.', { special: 'json', convert: toBool, ours: true }),
+  def('service', 'value', 'NS/NAME', '', 'inspect: only the virtual servers of this Service (needs the daemon\'s desired state).', { special: 'inspect', ours: true }),
+  def('vip', 'value', 'IP[:PORT]', '', 'inspect: only the virtual servers on this address (and port).', { special: 'inspect', ours: true }),
+  def('stats', 'bool', '', '', 'inspect: add IPVS traffic counters and rates, and traffic per Service.', { special: 'inspect', convert: toBool, ours: true }),
   def('help', 'bool', '', '', 'Print this help.', { special: 'help', convert: toBool, aliases: ['h'] }),
 ];
 
@@ -130,7 +137,7 @@ export function formatHelp(program = 'kube-ipvs-proxy'): string {
     '',
     'Commands:',
     '  (none)     run the proxy (like kube-proxy [flags])',
-    '  inspect    print the IPVS state this proxy manages (--json for JSON)',
+    '  inspect    print the IPVS state this proxy manages, attributed to Services (--json, --stats, --service, --vip)',
     '  cleanup    remove the state this proxy creates, then exit',
     '',
     'Flags:',

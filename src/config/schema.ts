@@ -61,7 +61,7 @@ const ipvsSchema = z.object({
 });
 
 const logSchema = z.object({
-  format: z.enum(['json', 'text'], { error: (iss) => `unknown log format ${quoted(iss.input)} (valid: json, text)` }).default('json'),
+  format: z.enum(['json', 'text'], { error: (iss) => `unknown log format ${quoted(iss.input)} (valid: json, text)` }).default('text'),
   /** klog-style verbosity (-v): 0 info, ≥ 2 debug, ≥ 4 trace. */
   verbosity: z.number().int().min(0, { error: 'must not be negative' }).default(0),
 });
@@ -102,6 +102,18 @@ export const ConfigSchema = z
     /** Longest wait for a removed real server's connections to drain; 0 = no limit. */
     gracefulTerminationTimeoutMs: durationMs.default(15 * 60_000),
     log: logSchema.prefault({}),
+    /** Per-Service traffic metrics from IPVS counters (opt-in: one IPVS dump per period). */
+    serviceStats: z
+      .object({
+        enabled: z.boolean().default(false),
+        /** Most Service ports exported (7 series each). */
+        maxServices: z.number().int().min(1, { error: 'must be at least 1' }).default(500),
+        /** Age under which a scrape reuses the last dump. */
+        periodMs: z.number().min(1000, { error: 'must be at least 1s' }).default(15_000),
+      })
+      .prefault({}),
+    /** Record per-Service problems as Kubernetes Events on the Service (API mode). */
+    events: z.boolean().default(true),
   })
   .superRefine((c, ctx) => {
     if (c.syncPeriodMs > 0 && c.minSyncPeriodMs > c.syncPeriodMs) {

@@ -49,6 +49,7 @@ export const serviceSchema = z.object({
       .object({ clientIP: z.object({ timeoutSeconds: z.number().int().min(1).max(86400).optional() }).optional() })
       .optional(),
     externalName: z.string().optional(),
+    trafficDistribution: z.string().optional(),
   }),
   status: z
     .object({
@@ -75,6 +76,12 @@ export const endpointSliceSchema = z.object({
         nodeName: z.string().optional(),
         zone: z.string().optional(),
         hostname: z.string().optional(),
+        hints: z
+          .object({
+            forZones: z.array(z.object({ name: z.string() })).optional(),
+            forNodes: z.array(z.object({ name: z.string() })).optional(),
+          })
+          .optional(),
       }),
     )
     .default([]),
@@ -110,6 +117,11 @@ export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
 export const SCHEDULER_ANNOTATIONS = ['kube-ipvs-proxy.io/scheduler', 'kube-router.io/service.scheduler'] as const;
 /** Annotation with comma-separated scheduler flags: sh-fallback, sh-port, mh-fallback, mh-port. */
 export const SCHEDULER_FLAGS_ANNOTATION = 'kube-ipvs-proxy.io/scheduler-flags';
+
+/** The Node label that names its zone (topology-aware routing). */
+export const ZONE_LABEL = 'topology.kubernetes.io/zone';
+/** Service annotations that ask for topology-aware hints; the deprecated one wins when both are set. */
+export const TOPOLOGY_ANNOTATIONS = ['service.kubernetes.io/topology-aware-hints', 'service.kubernetes.io/topology-mode'] as const;
 
 /** `namespace/name` of an object. */
 export function objectKey(o: { metadata: { namespace: string; name: string } }): string {

@@ -43,6 +43,10 @@ export interface ServicePortInfo {
   /** Per-service scheduler from the annotation; null means the configured default. */
   scheduler: string | null;
   schedulerFlags: ServiceFlag[];
+  /** spec.trafficDistribution (PreferClose, PreferSameZone, PreferSameNode); absent when unset. */
+  trafficDistribution?: string | null;
+  /** The topology-aware-hints / topology-mode annotation ('' or absent when unset). */
+  hintsAnnotation?: string;
 }
 
 /** One endpoint address+port behind a Service port. */
@@ -57,6 +61,10 @@ export interface EndpointInfo {
   zone: string | null;
   /** nodeName is this node. */
   isLocal: boolean;
+  /** hints.forZones names, sorted; absent or empty when the slice gives none. */
+  zoneHints?: string[];
+  /** hints.forNodes names, sorted; absent or empty when the slice gives none. */
+  nodeHints?: string[];
 }
 
 /** This node, as far as the proxy cares. */
@@ -72,6 +80,8 @@ export interface ObjectError {
   /** `Service ns/name`, `EndpointSlice ns/name`, `manifests/app.yaml#2`. */
   object: string;
   reason: string;
+  /** The Event reason when it is recorded on its Service (default InvalidService). */
+  event?: string;
 }
 
 /** Everything desired state is computed from. */

@@ -3,7 +3,7 @@
 // event is proportional to the object (and, for a slice, to its service's slices).
 import { destinationId } from '../kernel/ipvs/types.js';
 import { canonicalIp, familyOf, type Family } from '../model/ip.js';
-import { objectKey, SERVICE_NAME_LABEL, type EndpointSlice, type Node, type Service } from '../model/k8s.js';
+import { objectKey, SERVICE_NAME_LABEL, TOPOLOGY_ANNOTATIONS, type EndpointSlice, type Node, type Service } from '../model/k8s.js';
 import {
   portNameKey,
   type EndpointInfo,
@@ -15,6 +15,7 @@ import {
 } from '../model/service.js';
 import { formatCidr, parseCidr } from './ipvs/desired-net.js';
 import { schedulerFromAnnotations } from './ipvs/desired-scheduler.js';
+import { nodeZone } from './topology.js';
 
 /** Session affinity timeout when the Service gives none (kube-proxy's DefaultClientIPServiceAffinitySeconds). */
 export const DEFAULT_AFFINITY_SECONDS = 10800;
@@ -80,6 +81,9 @@ export function servicePortsOf(svc: Service): { ports: ServicePortInfo[]; errors
   const affinity =
     spec.sessionAffinity === 'ClientIP' ? spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? DEFAULT_AFFINITY_SECONDS : null;
   const healthCheckNodePort = type === 'LoadBalancer' && externalPolicyLocal ? spec.healthCheckNodePort ?? null : null;
+  // kube-proxy: the deprecated topology-aware-hints annotation, when present, wins over topology-mode.
+  const hintsKey = TOPOLOGY_ANNOTATIONS.find((a) => Object.hasOwn(metadata.annotations, a));
+  const topology = { trafficDistribution: spec.trafficDistribution ?? null, hintsAnnotation: hintsKey ? metadata.annotations[hintsKey]! : '' };
 
   const ports = spec.ports.map(
     (p): ServicePortInfo => ({
@@ -98,6 +102,7 @@ export function servicePortsOf(svc: Service): { ports: ServicePortInfo[]; errors
       sessionAffinitySeconds: affinity,
       scheduler: sched.scheduler,
       schedulerFlags: sched.flags,
+      ...topology,
     }),
   );
   return { ports, errors: [] };
@@ -115,6 +120,11 @@ export function sliceErrors(slice: EndpointSlice): ObjectError[] {
     if (familyOf(a) !== want) errors.push({ object, reason: `endpoint address ${JSON.stringify(a)} is not an ${slice.addressType} address` });
   }
   return errors;
+}
+
+/** Sorted unique hint names ([] for none). */
+function hintNames(hints: ReadonlyArray<{ name: string }> | undefined): string[] {
+  return hints === undefined ? [] : [...new Set(hints.map((h) => h.name))].sort();
 }
 
 /**
@@ -153,6 +163,8 @@ export function endpointsForService(
           nodeName: ep.nodeName ?? null,
           zone: ep.zone ?? null,
           isLocal: nodeName !== '' && ep.nodeName === nodeName,
+          zoneHints: hintNames(ep.hints?.forZones),
+          nodeHints: hintNames(ep.hints?.forNodes),
         };
         const id = destinationId(info);
         if (!set.has(id) || !info.terminating) set.set(id, info);
@@ -249,18 +261,21 @@ export class ChangeTracker {
     if (service !== null) this.#recompute(service);
   }
 
-  /** This node was added, changed or deleted; events for other nodes are ignored. */
+  /**
+   * This node was added, changed or deleted; events for other nodes are ignored. A change of its
+   * zone label marks every port whose endpoints carry zone hints (topology may now pick others).
+   */
   onNode(node: Node | null): void {
-    if (node === null) {
-      this.#node = null;
-      return;
+    if (node !== null && node.metadata.name !== this.#nodeName) return;
+    const zone = nodeZone(this.#node);
+    this.#node =
+      node === null
+        ? null
+        : { name: node.metadata.name, addresses: node.status.addresses.map((a) => a.address), labels: { ...node.metadata.labels } };
+    if (nodeZone(this.#node) === zone) return;
+    for (const [k, eps] of this.#endpoints) {
+      if (eps.some((ep) => (ep.zoneHints ?? []).length > 0)) this.#changed.add(k);
     }
-    if (node.metadata.name !== this.#nodeName) return;
-    this.#node = {
-      name: node.metadata.name,
-      addresses: node.status.addresses.map((a) => a.address),
-      labels: { ...node.metadata.labels },
-    };
   }
 
   #recompute(service: string): void {

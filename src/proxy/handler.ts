@@ -4,6 +4,7 @@ import type { Logger } from '../log.js';
 import type { ObjectError } from '../model/service.js';
 import { isNodeEligible, type ProxyHealth } from '../server/health.js';
 import type { ProxyMetrics } from '../server/metrics.js';
+import type { EventSink } from '../source/events.js';
 import type { SourceHandler } from '../source/types.js';
 import type { ChangeTracker } from './changetracker.js';
 
@@ -31,20 +32,58 @@ export function trackerHandler(
   };
 }
 
-/** Logs each object error once, until it goes away (and again if it comes back). */
+/** Event reasons of the problems recorded on a Service (`event` of an ObjectError; default InvalidService). */
+export const EVENT_REASON = {
+  invalid: 'InvalidService',
+  conflict: 'VirtualServerConflict',
+  kernel: 'KernelRefused',
+  healthCheck: 'FailedToStartServiceHealthcheck',
+  schedulerIgnored: 'SchedulerNotHonoured',
+} as const;
+
+/**
+ * Logs each object error once, until it goes away (and again if it comes back); an error about a
+ * Service is also recorded as an Event on it (the sink deduplicates and rate-limits).
+ */
 export class ErrorReporter {
   private reported = new Set<string>();
 
-  constructor(private readonly logger: Logger) {}
+  constructor(
+    private readonly logger: Logger,
+    private readonly events?: EventSink,
+  ) {}
 
   /** `errors` is every current problem; new ones are logged. */
   report(errors: readonly ObjectError[]): void {
     const now = new Set<string>();
     for (const e of errors) {
       const id = `${e.object}: ${e.reason}`;
-      if (!this.reported.has(id) && !now.has(id)) this.logger.error({ object: e.object, reason: e.reason }, 'cannot program object');
+      if (!this.reported.has(id) && !now.has(id)) {
+        this.logger.error({ object: e.object, reason: e.reason }, 'cannot program object');
+        if (this.events && e.object.startsWith('Service ')) {
+          this.events.record({ service: e.object.slice('Service '.length), type: 'Warning', reason: e.event ?? EVENT_REASON.invalid, action: 'Programming', note: e.reason });
+        }
+      }
       now.add(id);
     }
     this.reported = now;
   }
+}
+
+/**
+ * Kernel refusals as ObjectErrors: about the Service owning the virtual server when `owner` (virtual
+ * server id → service port key `ns/name:port/proto`) knows it, else about the kernel object.
+ */
+export function kernelErrors(errors: ReadonlyArray<{ object: string; error: Error }>, owner: (vs: string) => string | undefined): ObjectError[] {
+  return errors.map(({ object, error }) => {
+    const key = owner(object.split(' -> ')[0]!);
+    if (key === undefined) return { object, reason: error.message };
+    const reason = error.message.includes(object) ? error.message : `${object}: ${error.message}`;
+    return { object: `Service ${key.slice(0, key.indexOf(':') < 0 ? key.length : key.indexOf(':'))}`, reason, event: EVENT_REASON.kernel };
+  });
+}
+
+/** Health-check server failures, with kube-proxy's Event reason. */
+export function healthCheckErrors(errors: readonly ObjectError[]): ObjectError[] {
+  return errors.map((e) => ({ object: e.object, reason: e.reason, event: EVENT_REASON.healthCheck }));
 }

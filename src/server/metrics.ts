@@ -7,6 +7,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, exponential
 
 import type { HostPort } from '../config/net.js';
 import { PROXY_MODES } from '../config/schema.js';
+import { DESIRED_PATH } from './desired.js';
 import { HttpEndpoint, HttpServer, notFound, pathOf, send, type Probe } from './health.js';
 
 /** A proxy mode, as /proxyMode reports it. */
@@ -74,6 +75,11 @@ export class ProxyMetrics {
   /** The Content-Type of expose()'s text. */
   get contentType(): string {
     return this.#registry.contentType;
+  }
+
+  /** The private registry, for collectors that add their own metrics (service traffic). */
+  get registry(): Registry {
+    return this.#registry;
   }
 
   /** Every metric in the Prometheus text format. */
@@ -171,12 +177,13 @@ export interface MetricsServerOptions {
 
 /**
  * kube-proxy's metrics server: /metrics, /proxyMode (plain text), /healthz ("ok", as the
- * generic healthz handler kube-proxy installs there) and /configz (the configuration as JSON
- * under "kubeproxy.config.k8s.io").
+ * generic healthz handler kube-proxy installs there), /configz (the configuration as JSON
+ * under "kubeproxy.config.k8s.io") and ours, /desired (the IPVS desired state, read-only JSON).
  */
 export class MetricsServer extends HttpEndpoint {
   protected readonly http: HttpServer;
   #config: unknown = undefined;
+  #desired: (() => unknown) | null = null;
 
   /** proxyMode, when given, is passed to metrics.setProxyMode(). */
   constructor(
@@ -193,6 +200,11 @@ export class MetricsServer extends HttpEndpoint {
   /** The configuration /configz serves (JSON-serialisable, e.g. a KubeProxyConfiguration). */
   setConfig(config: unknown): void {
     this.#config = config;
+  }
+
+  /** What /desired serves (read-only JSON, built per request); null answers 404 (iptables mode). */
+  setDesired(build: (() => unknown) | null): void {
+    this.#desired = build;
   }
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -217,6 +229,13 @@ export class MetricsServer extends HttpEndpoint {
           return send(res, 200, 'application/json', body);
         } catch (err) {
           return send(res, 500, text, `error marshaling json: ${(err as Error).message}\n`);
+        }
+      case DESIRED_PATH:
+        if (this.#desired === null) return send(res, 404, text, 'no desired IPVS state (not in ipvs mode)\n');
+        try {
+          return send(res, 200, 'application/json', JSON.stringify(this.#desired()));
+        } catch (err) {
+          return send(res, 500, text, `error building the desired state: ${(err as Error).message}\n`);
         }
       default:
         return notFound(res);

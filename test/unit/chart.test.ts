@@ -39,7 +39,7 @@ const VALUE_SETS: Record<string, object> = {
   },
   'custom scheduler': {
     ipvs: { scheduler: 'mh', strictARP: true, excludeCIDRs: ['10.0.0.0/8', 'fd00::/64'], tcpTimeout: '15m', tcpFinTimeout: '2m', udpTimeout: '5m' },
-    nodePortAddresses: ['192.168.0.0/16'], logging: { format: 'text', verbosity: 2 },
+    nodePortAddresses: ['192.168.0.0/16'], logging: { format: 'json', verbosity: 2 },
   },
   'ServiceMonitor on': { serviceMonitor: { enabled: true, labels: { release: 'prometheus' }, metricRelabelings: [{ action: 'drop', regex: 'go_.*', sourceLabels: ['__name__'] }] } },
   everything: {
@@ -63,6 +63,7 @@ const VALUE_SETS: Record<string, object> = {
     serviceMonitor: { enabled: true, namespace: 'monitoring', interval: '15s', scrapeTimeout: '' },
   },
   'no RBAC': { rbac: { create: false } },
+  'no Events': { events: { enabled: false } },
 };
 
 const NODE = 'worker-7';
@@ -225,13 +226,14 @@ describe.each(Object.keys(VALUE_SETS))('chart rendered with %s values', (set) =>
     else expect(kinds).not.toContain('ServiceAccount');
     if (!rbac) return;
     const role = one(set, 'ClusterRole');
+    const events = (VALUE_SETS[set] as Obj).events?.enabled !== false;
     expect(rbacTriples(role.rules)).toEqual([
-      'core/events:create', 'core/events:patch',
       'core/nodes:list', 'core/nodes:watch',
       'core/services:list', 'core/services:watch',
       'discovery.k8s.io/endpointslices:list', 'discovery.k8s.io/endpointslices:watch',
-      'events.k8s.io/events:create', 'events.k8s.io/events:patch',
+      ...(events ? ['events.k8s.io/events:create', 'events.k8s.io/events:patch'] : []),
     ]);
+    expect(daemonConfig(set).config.events).toBe(events);
     for (const r of role.rules) {
       expect(r.resourceNames).toBeUndefined();
       expect(r.verbs).not.toContain('*');
@@ -263,6 +265,14 @@ describe('chart RBAC against the source', () => {
     const granted = rbacTriples(one('default', 'ClusterRole').rules);
     for (const r of used) for (const v of ['list', 'watch']) expect(granted).toContain(`${r}:${v}`);
   });
+
+  it('grants create and patch on events.k8s.io Events, the only API the Event recorder writes', () => {
+    const recorder = readFileSync(join(ROOT, 'src/source/events.ts'), 'utf8');
+    expect([...recorder.matchAll(/`\/apis\/([a-z0-9.-]+)\/v1\/namespaces\/\$\{[^}]+\}\/([a-z]+)`/g)].map((m) => `${m[1]}/${m[2]}`)).toEqual(['events.k8s.io/events']);
+    expect([...recorder.matchAll(/request\('([A-Z]+)'/g)].map((m) => m[1]).sort()).toEqual(['PATCH', 'POST']);
+    const granted = rbacTriples(one('default', 'ClusterRole').rules).filter((t) => t.includes('events'));
+    expect(granted).toEqual(['events.k8s.io/events:create', 'events.k8s.io/events:patch']);
+  });
 });
 
 describe('chart security context', () => {
@@ -291,7 +301,7 @@ describe('chart values reach the daemon', () => {
       clusterCIDRs: [], nodePortAddresses: [],
       healthzBindAddress: { host: '0.0.0.0', port: 10256 }, metricsBindAddress: { host: '127.0.0.1', port: 10249 },
       ipvs: { scheduler: 'rr', strictARP: false, excludeCIDRs: [], tcpTimeoutMs: 0, tcpFinTimeoutMs: 0, udpTimeoutMs: 0 },
-      log: { format: 'json', verbosity: 0 },
+      log: { format: 'text', verbosity: 0 },
     });
     expect(config.kubeconfig).toBeUndefined();
     const kinds = objects('default').map((o) => o.kind);
@@ -311,7 +321,7 @@ describe('chart values reach the daemon', () => {
   it('custom scheduler, strict ARP, exclude CIDRs, IPVS timeouts, NodePort addresses, logging', () => {
     expect(daemonConfig('custom scheduler').config).toMatchObject({
       ipvs: { scheduler: 'mh', strictARP: true, excludeCIDRs: ['10.0.0.0/8', 'fd00::/64'], tcpTimeoutMs: 900_000, tcpFinTimeoutMs: 120_000, udpTimeoutMs: 300_000 },
-      nodePortAddresses: ['192.168.0.0/16'], log: { format: 'text', verbosity: 2 },
+      nodePortAddresses: ['192.168.0.0/16'], log: { format: 'json', verbosity: 2 },
     });
   });
 
@@ -407,6 +417,7 @@ describe('chart NOTES.txt', () => {
     expect(r.stdout).toContain('kube-ipvs-proxy inspect');
     expect(r.stdout).toContain('kube-ipvs-proxy cleanup');
     expect(r.stdout).toContain('WARNING: apiServer.host is empty');
+    expect(r.stdout).toContain('kubectl describe service');
     expect(r.stdout).not.toContain('<no value>');
   });
 

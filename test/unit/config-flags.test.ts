@@ -17,7 +17,7 @@ function issues(...argv: string[]): readonly string[] {
 
 describe('parseArgs: values', () => {
   it('with no arguments runs the daemon with the defaults', () => {
-    expect(parseArgs([], noFile)).toEqual({ command: 'run', config: defaultConfig(), json: false, help: false, warnings: [] });
+    expect(parseArgs([], noFile)).toEqual({ command: 'run', config: defaultConfig(), json: false, inspect: { stats: false }, help: false, warnings: [] });
   });
 
   it('maps every kube-proxy flag to its Config field', () => {
@@ -52,7 +52,10 @@ describe('parseArgs: values', () => {
     expect(config('--manifests', '/etc/services', '--once', '--dry-run', '--graceful-termination-timeout=90s', '--log-format=text')).toMatchObject({
       manifests: '/etc/services', once: true, dryRun: true, gracefulTerminationTimeoutMs: 90_000, log: { format: 'text' },
     });
-    expect(config('--logging-format', 'text').log.format).toBe('text');
+    expect(config('--logging-format', 'json').log.format).toBe('json');
+    expect(config('--log-format=json').log.format).toBe('json');
+    expect(config().log.format).toBe('text');
+    expect([config().events, config('--record-events=false').events]).toEqual([true, false]);
     expect(config('--masquerade-bit=0').masqueradeBit).toBe(0);
   });
 
@@ -121,6 +124,11 @@ describe('parseArgs: commands', () => {
   it('recognises inspect [--json] and cleanup, before or after the flags', () => {
     expect(parseArgs(['inspect'], noFile)).toMatchObject({ command: 'inspect', json: false });
     expect(parseArgs(['--kubeconfig=/k', 'inspect', '--json'], noFile)).toMatchObject({ command: 'inspect', json: true, config: { kubeconfig: '/k' } });
+    expect(parseArgs(['inspect', '--stats', '--service', 'demo/web', '--vip=[fd00::1]:80'], noFile).inspect).toEqual({ stats: true, service: 'demo/web', vip: '[fd00::1]:80' });
+    expect(() => parseArgs(['inspect', '--service', 'web', '--vip', '10.0.0.1:99999'], noFile)).toThrow(/--service: expected NAMESPACE\/NAME[\s\S]*--vip: expected IP/);
+    expect(() => parseArgs(['--stats'], noFile)).toThrow(/--stats: only valid with the inspect command/);
+    expect(parseArgs(['--metrics-service-stats', '--metrics-service-stats-max=20', '--metrics-service-stats-period', '5s'], noFile).config.serviceStats).toEqual({ enabled: true, maxServices: 20, periodMs: 5000 });
+    expect(() => parseArgs(['--metrics-service-stats-period=100ms'], noFile)).toThrow(/--metrics-service-stats-period: must be at least 1s/);
     expect(parseArgs(['cleanup', '--ipvs-exclude-cidrs=10.0.0.0/8'], noFile).command).toBe('cleanup');
     expect(parseArgs(['run', '--once'], noFile).command).toBe('run');
   });
@@ -165,7 +173,7 @@ describe('parseArgs: errors name the flag and the reason', () => {
     [['--metrics-bind-address=127.0.0.1:99999'], '--metrics-bind-address: invalid address "127.0.0.1:99999": port 99999 out of range'],
     [['--bind-address=10.0.0'], '--bind-address: invalid IP address "10.0.0"'],
     [['--hostname-override= '], '--hostname-override: must not be empty'],
-    [['--log-format=xml'], '--log-format: unknown log format "xml" (valid: json, text)'],
+    [['--logging-format=xml'], '--logging-format: unknown log format "xml" (valid: json, text)'],
     [['--kubeconfig='], '--kubeconfig: must not be empty'],
     [['--config='], '--config: must not be empty'],
     [['--manifests=/m', '--master=https://a'], '--manifests: standalone mode cannot be combined with a kubeconfig or master'],
@@ -226,7 +234,7 @@ describe('FLAGS and --help', () => {
     expect(shown).toMatchObject({
       'proxy-mode': 'ipvs', 'ipvs-scheduler': 'rr', 'ipvs-sync-period': '30s', 'ipvs-min-sync-period': '1s',
       'iptables-masquerade-bit': '14', 'healthz-bind-address': '0.0.0.0:10256', 'metrics-bind-address': '127.0.0.1:10249',
-      'graceful-termination-timeout': '15m', 'log-format': 'json', v: '0',
+      'graceful-termination-timeout': '15m', 'logging-format': 'text', v: '0',
     });
     const d = defaultConfig();
     expect([d.mode, d.ipvs.scheduler, d.syncPeriodMs, d.minSyncPeriodMs, d.masqueradeBit, d.gracefulTerminationTimeoutMs])

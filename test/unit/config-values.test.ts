@@ -90,7 +90,9 @@ describe('ConfigSchema', () => {
       once: false,
       dryRun: false,
       gracefulTerminationTimeoutMs: 900_000,
-      log: { format: 'json', verbosity: 0 },
+      log: { format: 'text', verbosity: 0 },
+      serviceStats: { enabled: false, maxServices: 500, periodMs: 15_000 },
+      events: true,
     });
     expect(defaultConfig()).not.toBe(defaultConfig());
   });

@@ -108,8 +108,8 @@ describe('DesiredIndex', () => {
     ix.set('ns/c:http/tcp', claim('ns/c:http/tcp', '10.0.0.3'));
     expect(ix.virtualServers().get('tcp/192.0.2.1:80')).toMatchObject({ owner: 'ns/a:http/tcp', destinations: [dst('10.0.0.1')] });
     expect(ix.errors()).toEqual([
-      { object: 'Service ns/b', reason: 'ns/b:http/tcp: virtual server tcp/192.0.2.1:80 is already programmed for ns/a:http/tcp; not programmed for this service' },
-      { object: 'Service ns/c', reason: 'ns/c:http/tcp: virtual server tcp/192.0.2.1:80 is already programmed for ns/a:http/tcp; not programmed for this service' },
+      { object: 'Service ns/b', reason: 'ns/b:http/tcp: virtual server tcp/192.0.2.1:80 is already programmed for ns/a:http/tcp; not programmed for this service', event: 'VirtualServerConflict' },
+      { object: 'Service ns/c', reason: 'ns/c:http/tcp: virtual server tcp/192.0.2.1:80 is already programmed for ns/a:http/tcp; not programmed for this service', event: 'VirtualServerConflict' },
     ]);
     // a loser's change is not programmed: nothing to sync
     expect(isEmptyDelta(ix.set('ns/b:http/tcp', claim('ns/b:http/tcp', '10.0.0.9')))).toBe(true);

@@ -18,9 +18,11 @@ import type { ServicePortInfo } from '../../model/service.js';
 import type { ProxyHealth } from '../../server/health.js';
 import type { ProxyMetrics } from '../../server/metrics.js';
 import type { ServiceHealthServers, ServiceHealthTarget } from '../../server/servicehealth.js';
+import type { EventSink } from '../../source/events.js';
 import type { SourceHandler } from '../../source/types.js';
 import { ChangeTracker } from '../changetracker.js';
-import { ErrorReporter, trackerHandler } from '../handler.js';
+import { nodeZone } from '../topology.js';
+import { ErrorReporter, EVENT_REASON, healthCheckErrors, trackerHandler } from '../handler.js';
 import { formatCidr, parseCidr } from '../ipvs/desired-net.js';
 import { masqueradeMark } from '../ipvs/rules.js';
 import { applySysctls } from '../ipvs/sysctl.js';
@@ -49,6 +51,8 @@ export interface IptablesProxierOptions {
   metrics?: ProxyMetrics;
   health?: ProxyHealth;
   serviceHealth?: ServiceHealthServers;
+  /** Where per-Service problems are also recorded as Events (API mode). */
+  events?: EventSink;
   /** The IPVS mode's dummy link, removed with its other leftovers; default kube-ipvs0. */
   dummyName?: string;
   /** Where --dry-run prints the restore input. */
@@ -128,7 +132,7 @@ export class IptablesProxier {
   private readonly errors: ErrorReporter;
 
   constructor(private readonly o: IptablesProxierOptions) {
-    this.errors = new ErrorReporter(o.logger);
+    this.errors = new ErrorReporter(o.logger, o.events);
     this.tracker = new ChangeTracker(o.nodeName);
     this.now = o.now ?? (() => performance.now());
     this.conntrack = new UdpConntrack(o.conntrack);
@@ -175,6 +179,7 @@ export class IptablesProxier {
     return {
       family: f,
       nodeName,
+      zone: nodeZone(this.tracker.state().node),
       masqueradeAll: config.masqueradeAll,
       masqueradeMark: masqueradeMark(config.masqueradeBit),
       clusterCIDR: cidr ? formatCidr(cidr) : null,
@@ -202,6 +207,8 @@ export class IptablesProxier {
     if (this.schedulerWarned.has(id)) return;
     this.schedulerWarned.add(id);
     this.o.logger.warn({ service: id, scheduler: svc.scheduler }, 'iptables mode cannot honour the scheduler annotation: connections are spread at random');
+    const note = `scheduler "${svc.scheduler}" is not honoured in the iptables proxy mode (IPVS is unavailable on node ${this.o.nodeName}): connections are spread at random`;
+    this.o.events?.record({ service: id, type: 'Warning', reason: EVENT_REASON.schedulerIgnored, action: 'Programming', note });
   }
 
   /** Rules of one family in key order (the order of the shared chains' rules). */
@@ -285,7 +292,7 @@ export class IptablesProxier {
 
     const healthErrors = (await this.o.serviceHealth?.sync(this.healthChecks())) ?? [];
     phase('health');
-    this.errors.report([...this.tracker.errors(), ...healthErrors]);
+    this.errors.report([...this.tracker.errors(), ...healthCheckErrors(healthErrors)]);
     this.o.metrics?.setNoLocalEndpoints(this.noLocalEndpoints());
     const durationMs = Math.round((this.now() - t0) * 10) / 10;
     const report: IptablesSyncReport = { full, durationMs, changedServices: changed.size, families, errors: 0, phases };

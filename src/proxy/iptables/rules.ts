@@ -13,6 +13,8 @@ import { CHAIN, endpointChain, endpointString, portNameString, serviceChains } f
 export interface RulesContext {
   family: Family;
   nodeName: string;
+  /** This node's topology.kubernetes.io/zone label ('' or absent: none), for topology hints. */
+  zone?: string;
   masqueradeAll: boolean;
   /** `0x4000` for --iptables-masquerade-bit 14. */
   masqueradeMark: string;
@@ -69,7 +71,7 @@ export function serviceRules(svc: ServicePortInfo, endpoints: readonly EndpointI
   // The per-family proxier's view: only this family's addresses.
   const view: ServicePortInfo = { ...svc, externalIPs: ofFamily(svc.externalIPs), loadBalancerIPs: ofFamily(svc.loadBalancerIPs) };
   const eps = endpoints.filter((ep) => ep.family === f);
-  const cat = categorizeEndpoints(eps, view, ctx.nodeName);
+  const cat = categorizeEndpoints(eps, view, ctx.nodeName, ctx.zone);
   const names = serviceChains(svc.name);
   const name = portNameString(svc.name);
   const proto = svc.protocol;

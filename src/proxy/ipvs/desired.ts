@@ -101,7 +101,7 @@ function addFamily(b: Builder, svc: ServicePortInfo, all: readonly EndpointInfo[
     netmask: family === 'ipv4' ? 32 : 128,
   });
   const endpoints = all.filter((ep) => ep.family === family);
-  const cat = categorizeEndpoints(endpoints, svc, ctx.nodeName);
+  const cat = categorizeEndpoints(endpoints, svc, ctx.nodeName, ctx.zone);
   const clusterEps = svc.internalPolicyLocal ? cat.localEndpoints : cat.clusterEndpoints;
   // kube-proxy (#97081): with eTP Local and no local endpoint, external VIPs use cluster endpoints.
   const externalEps = svc.externalPolicyLocal && cat.localEndpoints.length > 0 ? cat.localEndpoints : cat.clusterEndpoints;

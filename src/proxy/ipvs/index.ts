@@ -345,7 +345,7 @@ export class DesiredIndex {
     for (const id of this.contested) {
       const [owner, ...others] = this.claims.get(id)!;
       for (const key of others) {
-        out.push({ object: serviceObject(key), reason: `${key}: virtual server ${id} is already programmed for ${owner}; not programmed for this service` });
+        out.push({ object: serviceObject(key), reason: `${key}: virtual server ${id} is already programmed for ${owner}; not programmed for this service`, event: 'VirtualServerConflict' });
       }
     }
     return out;

@@ -14,10 +14,13 @@ import type { Logger } from '../../log.js';
 import { familyOf, inCidr } from '../../model/ip.js';
 import type { ProxyHealth } from '../../server/health.js';
 import type { ProxyMetrics } from '../../server/metrics.js';
+import type { DesiredView } from '../../server/desired.js';
 import type { ServiceHealthServers } from '../../server/servicehealth.js';
+import type { EventSink } from '../../source/events.js';
 import type { SourceHandler } from '../../source/types.js';
 import { ChangeTracker } from '../changetracker.js';
-import { ErrorReporter, trackerHandler } from '../handler.js';
+import { nodeZone } from '../topology.js';
+import { ErrorReporter, healthCheckErrors, kernelErrors, trackerHandler } from '../handler.js';
 import { applyPlan } from './apply.js';
 import { desiredForService } from './desired.js';
 import { GracefulState, refreshDraining } from './graceful.js';
@@ -47,6 +50,8 @@ export interface ProxierOptions {
   metrics?: ProxyMetrics;
   health?: ProxyHealth;
   serviceHealth?: ServiceHealthServers;
+  /** Where per-Service problems are also recorded as Events (API mode). */
+  events?: EventSink;
   /** Where --dry-run prints the plan. */
   out?: (text: string) => void;
   /** Writes sysctls (default: /proc/sys); returns the ones that failed. Tests pass a recorder. */
@@ -82,9 +87,14 @@ export class IpvsProxier {
   private readonly errors: ErrorReporter;
 
   constructor(private readonly o: ProxierOptions) {
-    this.errors = new ErrorReporter(o.logger);
+    this.errors = new ErrorReporter(o.logger, o.events);
     this.tracker = new ChangeTracker(o.nodeName);
     this.now = o.now ?? (() => performance.now());
+  }
+
+  /** Read-only view of the desired state, for the /desired endpoint and the traffic metrics. */
+  desiredView(): DesiredView {
+    return { virtualServers: this.index.virtualServers(), state: this.tracker.state(), draining: this.graceful.draining };
   }
 
   /** The SourceHandler that feeds the tracker; `onChange` asks the runner for a sync. */
@@ -93,7 +103,7 @@ export class IpvsProxier {
   }
 
   private context(): DesiredContext {
-    return { config: this.o.config, nodeName: this.o.nodeName, nodePortAddresses: this.nodePortAddresses };
+    return { config: this.o.config, nodeName: this.o.nodeName, zone: nodeZone(this.tracker.state().node), nodePortAddresses: this.nodePortAddresses };
   }
 
   /** Local addresses NodePorts listen on: --nodeport-addresses CIDRs, `primary`, or all. */
@@ -174,7 +184,8 @@ export class IpvsProxier {
     phase('iptables');
     const healthErrors = (await this.o.serviceHealth?.sync(this.index.healthChecks())) ?? [];
     phase('health');
-    this.errors.report([...this.tracker.errors(), ...this.index.errors(), ...result.errors.map((e) => ({ object: e.object, reason: e.error.message })), ...healthErrors]);
+    const owner = (vs: string) => this.index.virtualServers().get(vs)?.owner;
+    this.errors.report([...this.tracker.errors(), ...this.index.errors(), ...kernelErrors(result.errors, owner), ...healthCheckErrors(healthErrors)]);
     if (full) this.lastFullAt = t0;
     const durationMs = this.now() - t0;
     const report: SyncReport = { full, durationMs, changedServices: changed.size, ops: p.counts, errors: result.errors.length, phases };

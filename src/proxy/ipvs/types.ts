@@ -13,6 +13,8 @@ import type { ObjectError } from '../../model/service.js';
 export interface DesiredContext {
   config: Config;
   nodeName: string;
+  /** This node's topology.kubernetes.io/zone label ('' or absent: none), for topology hints. */
+  zone?: string;
   /** Local addresses NodePort virtual servers listen on (after --nodeport-addresses filtering). */
   nodePortAddresses: string[];
 }

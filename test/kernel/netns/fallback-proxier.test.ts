@@ -22,6 +22,7 @@ import { IptablesProxier } from '../../../src/proxy/iptables/proxier.js';
 import { JUMPS } from '../../../src/proxy/iptables/rules.js';
 import { OWNED_SETS } from '../../../src/proxy/ipvs/ipsets.js';
 import { ipvsModeRules } from '../../../src/proxy/ipvs/rules.js';
+import type { ServiceEvent } from '../../../src/source/events.js';
 import { run } from '../lib/netns.js';
 
 async function available(backend: Backend): Promise<boolean> {
@@ -84,8 +85,9 @@ describe.each(backends)('IptablesProxier on %s', (backend) => {
   const logger = pino({ level: 'debug' }, new Writable({ write: (c: Buffer, _e, done) => (logs.push(JSON.parse(c.toString())), done()) }));
   const config = ConfigSchema.parse({ clusterCIDRs: ['10.244.0.0/16'], syncPeriodMs: 3_600_000, metricsBindAddress: null, healthzBindAddress: null });
   let ipset: NetlinkIpsetClient;
+  const events: ServiceEvent[] = [];
   const newProxier = () =>
-    new IptablesProxier({ config, nodeName: 'node-a', logger, clients: { iptables: { ipv4: ipt4, ipv6: ipt6 }, link: NetlinkLinkClient.open(), ipset } });
+    new IptablesProxier({ config, nodeName: 'node-a', logger, events: { record: (e) => events.push(e) }, clients: { iptables: { ipv4: ipt4, ipv6: ipt6 }, link: NetlinkLinkClient.open(), ipset } });
   let proxier: IptablesProxier;
   let h: ReturnType<IptablesProxier['handler']>;
   const save = async (family: 'v4' | 'v6' = 'v4', table = 'nat') => (await run(bin[family].save, ['-t', table])).split('\n').filter((l) => l && !l.startsWith('#'));
@@ -220,6 +222,9 @@ describe.each(backends)('IptablesProxier on %s', (backend) => {
     h.onService('demo/hashed', annotated(81));
     await proxier.sync();
     expect(logs.filter((l) => l.service === 'demo/hashed' && String(l.msg).includes('cannot honour the scheduler'))).toHaveLength(1);
+    expect(events.filter((e) => e.service === 'demo/hashed')).toEqual([
+      { service: 'demo/hashed', type: 'Warning', reason: 'SchedulerNotHonoured', action: 'Programming', note: expect.stringContaining('scheduler "sh" is not honoured in the iptables proxy mode') },
+    ]);
   });
 
   it('removeIptablesModeJumps (the IPVS mode at start) deletes the jumps only the iptables mode uses', async () => {
