@@ -1,7 +1,8 @@
 // A small Kubernetes API server (node:http, JSON, bearer token) for the cluster-scale benchmark:
 // list with limit/continue (consistent snapshots; an expired token is 410) and resourceVersion,
 // watch from a resourceVersion (replayed from an event window; older is 410 Expired), bookmarks
-// with allowWatchBookmarks, sendInitialEvents, timeoutSeconds, label and field selectors.
+// with allowWatchBookmarks, sendInitialEvents, timeoutSeconds, label and field selectors; Events
+// (events.k8s.io/v1 POST/PATCH) are accepted and counted.
 // Objects are stored as their JSON text: serving costs a copy, not a re-encode.
 import { createServer } from 'node:http';
 import { writeFileSync } from 'node:fs';
@@ -72,7 +73,7 @@ export class FakeApiServer {
 
   /** Zeroes the request counters; `firstListAt` is the time (performance.now) of the next list. */
   resetStats() {
-    this.stats = { lists: 0, pages: 0, watches: 0, gone: 0, bookmarks: 0, unauthorized: 0, firstListAt: null, listParams: new Set(), watchParams: new Set() };
+    this.stats = { lists: 0, pages: 0, watches: 0, gone: 0, bookmarks: 0, unauthorized: 0, events: 0, firstListAt: null, listParams: new Set(), watchParams: new Set() };
   }
 
   /** Listens on 127.0.0.1 (a free port); resolves to the base URL. */
@@ -160,6 +161,13 @@ export class FakeApiServer {
       return reply(401, status(401, 'Unauthorized', 'Unauthorized'));
     }
     if (url.pathname === '/version') return reply(200, { major: '1', minor: '31', gitVersion: 'v1.31.0-bench' });
+    if (/^\/apis\/events\.k8s\.io\/v1\/namespaces\/[^/]+\/events(\/[^/]+)?$/.test(url.pathname) && (req.method === 'POST' || req.method === 'PATCH')) {
+      this.stats.events++; // accepted and dropped: the benchmark's objects are all valid
+      const body = [];
+      req.on('data', (c) => body.push(c));
+      req.on('end', () => reply(req.method === 'POST' ? 201 : 200, JSON.parse(Buffer.concat(body).toString() || '{}')));
+      return;
+    }
     const m = PATH.exec(url.pathname);
     const spec = m && RESOURCES[m[3]];
     if (!spec || spec.prefix !== m[1] || (spec.clusterScoped && m[2]) || req.method !== 'GET') {
