@@ -27,7 +27,7 @@ const { values: opt } = parseArgs({
 });
 const SIZES = opt.sizes.split(',').map(Number).filter((n) => n > 0);
 const EP = Number(opt.endpoints);
-const ROUNDS = Number(opt.rounds ?? (opt.quick ? 1 : 2));
+const ROUNDS = Number(opt.rounds ?? (opt.quick ? 1 : 3));
 const ONE = opt.quick ? { count: 8, gapMs: 1300 } : { count: 20, gapMs: 1500 };
 const CHURN = { rate: 50, seconds: opt.quick ? 10 : 20 };
 const PERIOD_MS = 10_000;
@@ -51,7 +51,7 @@ function makeCluster(n) {
   const slices = Array.from({ length: n }, (_, i) => makeSlice(i, EP));
   const current = slices.map((sl) => sl.endpoints.map((e) => e.addresses[0]));
   return {
-    n, endpoints: EP, services, slices, current, nextIp: 1, nextSlot: 0, pollMs: 100,
+    n, endpoints: EP, services, slices, current, nextIp: 1, nextSlot: 0, pollMs: 50,
     addresses: (i) => current[i],
     pick: () => Math.floor(Math.random() * n),
     restore: () => restoreText(current.map((addrs, i) => ({ address: vip(i), port: 80, destinations: addrs.map((address) => ({ address, port: 8080 })) }))),
@@ -60,7 +60,7 @@ function makeCluster(n) {
 
 /** Cold start vs ipvsadm-restore, interleaved; the last daemon is left running. */
 async function pairs(cluster, args, probe, api) {
-  const rows = { restore: [], cold: [], firstList: [], check: [] };
+  const rows = { restore: [], cold: [], ratio: [], firstList: [], check: [], confirms: [] };
   let last;
   for (let r = 0; r < ROUNDS; r++) {
     step(`round ${r + 1}: ipvsadm-restore`);
@@ -69,13 +69,15 @@ async function pairs(cluster, args, probe, api) {
     last = await coldStart({ args, log: LOG, probe, cluster, api });
     rows.cold.push(last.ms);
     rows.check.push(last.checkMs);
+    rows.confirms.push(last.confirms);
+    rows.ratio.push(last.ms / rows.restore.at(-1));
     if (last.firstListMs !== null) rows.firstList.push(last.firstListMs);
     if (r < ROUNDS - 1) await last.daemon.stop();
   }
   const ready = await last.daemon.ready();
   const cold = median(rows.cold);
   const restore = median(rows.restore);
-  return { daemon: last.daemon, rows, cold, restore, ratio: cold / restore, readyMs: ready.ms, firstList: rows.firstList.length ? median(rows.firstList) : null };
+  return { daemon: last.daemon, rows, cold, restore, ratio: median(rows.ratio), readyMs: ready.ms, firstList: rows.firstList.length ? median(rows.firstList) : null };
 }
 
 async function runSize(n, probe) {
@@ -97,7 +99,7 @@ async function runSize(n, probe) {
   const p = await pairs(cluster, args, probe, api);
   const r = { n, cold: p.cold, restore: p.restore, ratio: p.ratio, firstList: p.firstList, readyMs: p.readyMs };
   r.memCold = await memory(p.daemon);
-  console.log(`  cold start: ${s(p.cold)} vs ipvsadm-restore ${s(p.restore)}  ratio ${p.ratio.toFixed(2)}  (rounds ${p.rows.cold.map(s).join(', ')} vs ${p.rows.restore.map(s).join(', ')}; first list request ${p.firstList === null ? '-' : s(p.firstList)}; confirming dump ${msf(median(p.rows.check))}; first sync done ${s(p.readyMs)})`);
+  console.log(`  cold start: ${s(p.cold)} vs ipvsadm-restore ${s(p.restore)}  ratio ${p.ratio.toFixed(2)}  (median of ${ROUNDS}; pairs ${p.rows.cold.map((c, k) => `${s(c)}/${s(p.rows.restore[k])}`).join(', ')}; first list request ${p.firstList === null ? '-' : s(p.firstList)}; confirming dump ${msf(median(p.rows.check))}, dumps ${p.rows.confirms.join(',')}; last daemon's first sync done ${s(p.readyMs)})`);
   console.log(`    after cold start: ${mem(r.memCold)}`);
 
   step('one change');
@@ -151,7 +153,7 @@ async function runManifests(n, probe) {
   console.log(`\n== --manifests: ${n} Services x ${EP} endpoints as ${byNs.size} YAML files (${(bytes / 2 ** 20).toFixed(1)} MiB) in tmpfs, ${ROUNDS} round(s)`);
   const p = await pairs(cluster, ['--manifests', dir, ...commonArgs], probe, null);
   const memCold = await memory(p.daemon);
-  console.log(`  cold start: ${s(p.cold)} vs ipvsadm-restore ${s(p.restore)}  ratio ${p.ratio.toFixed(2)}  (rounds ${p.rows.cold.map(s).join(', ')} vs ${p.rows.restore.map(s).join(', ')}; confirming dump ${msf(median(p.rows.check))}; first sync done ${s(p.readyMs)})`);
+  console.log(`  cold start: ${s(p.cold)} vs ipvsadm-restore ${s(p.restore)}  ratio ${p.ratio.toFixed(2)}  (median of ${ROUNDS}; pairs ${p.rows.cold.map((c, k) => `${s(c)}/${s(p.rows.restore[k])}`).join(', ')}; confirming dump ${msf(median(p.rows.check))}, dumps ${p.rows.confirms.join(',')}; last daemon's first sync done ${s(p.readyMs)})`);
   console.log(`    after cold start: ${mem(memCold)}`);
   await p.daemon.stop();
   rmSync(dir, { recursive: true, force: true });
