@@ -122,7 +122,7 @@ async function runSize(n, probe) {
   step('periodic sync');
   r.periodic = await periodic({ daemon: r.restart.daemon, periodMs: PERIOD_MS, periods: 2 });
   r.memPeriodic = await memory(r.restart.daemon);
-  console.log(`  no-change periodic sync (--ipvs-sync-period ${PERIOD_MS / 1000}s, ${r.periodic.syncs} syncs, ${r.periodic.full} full): ${s(r.periodic.syncMs)} each, ${r.periodic.kernelOps.toFixed(0)} kernel writes, ${r.periodic.forks.toFixed(1)} processes+threads created (system-wide); ${mem(r.memPeriodic)}`);
+  console.log(`  no changes for ${r.periodic.periods} periods (--ipvs-sync-period ${PERIOD_MS / 1000}s): ${r.periodic.syncs} syncs (${r.periodic.full} full), ${s(r.periodic.syncMs)} each; per period ${r.periodic.kernelOps.toFixed(0)} kernel writes, ${r.periodic.forks.toFixed(1)} processes+threads created (system-wide); ${mem(r.memPeriodic)}`);
   console.log(`  api server: ${JSON.stringify({ ...api.stats, listParams: [...api.stats.listParams], watchParams: [...api.stats.watchParams] })}`);
 
   r.stop = await r.restart.daemon.stop();
@@ -178,7 +178,7 @@ try {
   cleanKernel();
 }
 
-console.log(`\n| N × ${EP} | cold start vs ipvsadm-restore | ratio | first list | RSS / heap after cold start | one change p50 / p99 | churn 50/s p50 / p99 | RSS after churn | restart: change in kernel / ready / writes | no-change periodic sync: time / writes / processes |`);
+console.log(`\n| N × ${EP} | cold start vs ipvsadm-restore | ratio | first list | RSS / heap after cold start | one change p50 / p99 | churn 50/s p50 / p99 | RSS after churn | restart: change in kernel / ready / writes | no-change period: sync time / writes / processes |`);
 console.log('|---|---|---|---|---|---|---|---|---|---|');
 for (const r of results) {
   console.log(`| ${r.n.toLocaleString('en')} | ${s(r.cold)} vs ${s(r.restore)} | ${r.ratio.toFixed(2)} | ${r.firstList === null ? '-' : s(r.firstList)} | ${MiB(r.memCold.rss)} / ${MiB(r.memCold.heap)} | ${msf(r.one.p50)} / ${msf(r.one.p99)} | ${msf(r.churn.p50)} / ${msf(r.churn.p99)} | ${MiB(r.memChurn.rss)} | ${s(r.restart.usefulMs)} / ${s(r.restart.readyMs)} / ${r.restart.kernelOps} | ${s(r.periodic.syncMs)} / ${r.periodic.kernelOps.toFixed(0)} / ${r.periodic.forks.toFixed(1)} |`);
