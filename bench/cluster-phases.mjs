@@ -156,13 +156,22 @@ export async function restart({ daemon, args, log, probe, cluster, api }) {
 }
 
 /**
- * No changes for `periods` sync periods, after one period to settle: per period, kernel writes
+ * No changes for `periods` sync periods, after a period with a sync and no kernel write (at most
+ * 6 periods to settle; `settled` = periods that still wrote, e.g. drained real servers): per period, kernel writes
  * (the daemon's kernel-op counters), processes+threads created (system-wide /proc/stat while the
  * bench only reads /metrics), syncs and their time (the sync duration histogram).
  */
 export async function periodic({ daemon, periodMs, periods }) {
   const snap = async () => workOf(await daemon.metrics());
-  await sleep(periodMs);
+  // Settle: until a whole period made no kernel write (draining real servers of earlier phases end).
+  let settled = 0;
+  for (let a = await snap(), k = 0; k < 6; k++) {
+    await sleep(periodMs);
+    const b = await snap();
+    if (b.kernelOps === a.kernelOps && b.syncs > a.syncs) break;
+    settled++;
+    a = b;
+  }
   const w0 = await snap();
   const f0 = forks();
   await sleep(periods * periodMs);
@@ -170,7 +179,7 @@ export async function periodic({ daemon, periodMs, periods }) {
   const f1 = forks();
   const syncs = w1.syncs - w0.syncs;
   return {
-    periods, syncs, full: w1.fullSyncs - w0.fullSyncs,
+    periods, settled, syncs, full: w1.fullSyncs - w0.fullSyncs,
     kernelOps: (w1.kernelOps - w0.kernelOps) / periods, forks: (f1 - f0) / periods,
     syncMs: syncs > 0 ? ((w1.syncSeconds - w0.syncSeconds) / syncs) * 1000 : 0,
   };

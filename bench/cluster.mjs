@@ -122,7 +122,7 @@ async function runSize(n, probe) {
   step('periodic sync');
   r.periodic = await periodic({ daemon: r.restart.daemon, periodMs: PERIOD_MS, periods: 2 });
   r.memPeriodic = await memory(r.restart.daemon);
-  console.log(`  no changes for ${r.periodic.periods} periods (--ipvs-sync-period ${PERIOD_MS / 1000}s): ${r.periodic.syncs} syncs (${r.periodic.full} full), ${s(r.periodic.syncMs)} each; per period ${r.periodic.kernelOps.toFixed(0)} kernel writes, ${r.periodic.forks.toFixed(1)} processes+threads created (system-wide); ${mem(r.memPeriodic)}`);
+  console.log(`  no changes for ${r.periodic.periods} periods (--ipvs-sync-period ${PERIOD_MS / 1000}s, after ${r.periodic.settled} period(s) still writing): ${r.periodic.syncs} syncs (${r.periodic.full} full), ${s(r.periodic.syncMs)} each; per period ${r.periodic.kernelOps.toFixed(0)} kernel writes, ${r.periodic.forks.toFixed(1)} processes+threads created (system-wide); ${mem(r.memPeriodic)}`);
   console.log(`  api server: ${JSON.stringify({ ...api.stats, listParams: [...api.stats.listParams], watchParams: [...api.stats.watchParams] })}`);
 
   r.stop = await r.restart.daemon.stop();
