@@ -3,12 +3,11 @@
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-import { runCleanup } from './cleanup.js';
 import { ConfigError, formatHelp, parseArgs } from './config.js';
-import { runDaemon } from './daemon.js';
 import { parseVip } from './config/args.js';
-import { formatInspect, gatherInspect, inspectSourcesFor, type InspectSources } from './inspect.js';
+import type { InspectSources } from './inspect.js';
 import { createLogger } from './log.js';
+import { withNodeLock } from './lock.js';
 
 /** Where the CLI writes; injectable so tests can run it in-process. */
 export interface CliIo {
@@ -37,8 +36,10 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     return 0;
   }
   for (const w of parsed.warnings) io.stderr(`warning: ${w}\n`);
+  // Each command imports only its own modules: start-up time is module loading.
   switch (parsed.command) {
     case 'inspect': {
+      const { formatInspect, gatherInspect, inspectSourcesFor } = await import('./inspect.js');
       const { stats, service, vip } = parsed.inspect;
       const filter = { stats, ...(service !== undefined ? { service } : {}), ...(vip !== undefined ? { vip: parseVip(vip)! } : {}) };
       const report = await gatherInspect(io.inspectSources ?? inspectSourcesFor(parsed.config), filter);
@@ -47,9 +48,19 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
       return 0;
     }
     case 'cleanup':
-      return runCleanup(parsed.config, createLogger(parsed.config.log));
-    case 'run':
-      return runDaemon(parsed.config, createLogger(parsed.config.log));
+    case 'run': {
+      const { config, command } = parsed;
+      const logger = createLogger(config.log);
+      const run = async (): Promise<number> => {
+        if (command === 'cleanup') return (await import('./cleanup.js')).runCleanup(config, logger);
+        // The source starts reading before the daemon's own (larger) module graph is loaded.
+        const early = await (await import('./source/start.js')).startSource(config, logger);
+        return (await import('./daemon.js')).runDaemon(config, logger, early);
+      };
+      // One writer per node: the daemon and cleanup hold the node lock; --dry-run only reads.
+      if (command === 'run' && config.dryRun) return run();
+      return withNodeLock(run, (e) => logger.error({ lock: `@${e.lockName}`, holderPid: e.holderPid }, `${command === 'cleanup' ? 'cleanup' : 'not starting'}: ${e.message}`));
+    }
   }
 }
 

@@ -1,28 +1,23 @@
 // The daemon: pick the mode, open the kernel clients, start the source, servers and runner.
 import { execFile } from 'node:child_process';
-import { hostname } from 'node:os';
 import { promisify } from 'node:util';
 
 import type { Config } from './config.js';
 import { NetlinkIpsetClient } from './kernel/ipset/client.js';
 import { NetlinkIpvsClient, type IpvsClient } from './kernel/ipvs/client.js';
-import { Iptables } from './kernel/iptables.js';
+import { detectBackendWithReason, Iptables, type Family } from './kernel/iptables.js';
 import { DEFAULT_DUMMY_LINK, NetlinkLinkClient } from './kernel/link.js';
 import type { Logger } from './log.js';
-import { removeIptablesModeLeftovers } from './proxy/iptables/leftovers.js';
-import { IptablesProxier } from './proxy/iptables/proxier.js';
-import { IpvsProxier } from './proxy/ipvs/proxier.js';
+import type { IpvsProxier } from './proxy/ipvs/proxier.js';
 import { BoundedFrequencyRunner } from './proxy/runner.js';
 import { HealthServer, ProxyHealth } from './server/health.js';
 import { MetricsServer, ProxyMetrics, type ProxyMode } from './server/metrics.js';
 import { serveIpvsViews } from './server/ipvs-views.js';
 import { ServiceHealthServers } from './server/servicehealth.js';
-import type { ProxySource, SourceHandler } from './source/types.js';
+import { nodeNameOf, startSource, type EarlySource } from './source/start.js';
+import type { SourceHandler } from './source/types.js';
 
-/** The node name: --hostname-override, else the host name, lower-cased as kube-proxy does. */
-export function nodeNameOf(config: Config): string {
-  return (config.hostnameOverride ?? hostname()).trim().toLowerCase();
-}
+export { nodeNameOf } from './source/start.js';
 
 /**
  * Opens IPVS; when the kernel has no IPVS family, tries `modprobe ip_vs` once (schedulers are
@@ -40,25 +35,16 @@ export async function openIpvs(logger: Logger): Promise<{ client: IpvsClient } |
   return a.available ? { client: a.client } : { reason: `${a.reason}; modprobe ip_vs did not help` };
 }
 
-/** The source of objects; loaded on demand (the Kubernetes client is a large module graph). */
-async function sourceFor(config: Config, nodeName: string, logger: Logger): Promise<ProxySource> {
-  if (config.manifests) {
-    const { ManifestSource } = await import('./source/manifests.js');
-    return new ManifestSource({ path: config.manifests, nodeName, logger });
-  }
-  const { KubernetesSource } = await import('./source/kubernetes.js');
-  return new KubernetesSource({
-    nodeName,
-    logger,
-    ...(config.kubeconfig ? { kubeconfig: config.kubeconfig } : {}),
-    ...(config.master ? { master: config.master } : {}),
-  });
+/** Second sockets for the IPVS proxier's periodic verification reads (so they never queue its writes); falls back to `ipvs`. */
+async function openReadClients(ipvs: IpvsClient): Promise<{ ipvs: IpvsClient; ipset: NetlinkIpsetClient; link: NetlinkLinkClient }> {
+  const a = await NetlinkIpvsClient.open();
+  return { ipvs: a.available ? a.client : ipvs, ipset: await NetlinkIpsetClient.open(), link: NetlinkLinkClient.open() };
 }
 
 /** What the daemon needs of a proxier (IpvsProxier and IptablesProxier both are one). */
 interface Proxier {
   handler(onChange: () => void): SourceHandler;
-  sync(opts: { full?: boolean }): Promise<unknown>;
+  sync(opts: { full?: boolean; periodic?: boolean }): Promise<unknown>;
   close(): void;
 }
 
@@ -85,14 +71,49 @@ async function chooseMode(config: Config, logger: Logger): Promise<{ mode: Proxy
   return { mode: 'iptables', ipvs: null };
 }
 
-/** Runs the daemon until SIGTERM/SIGINT (or one sync with --once); returns the exit code. */
-export async function runDaemon(config: Config, logger: Logger): Promise<number> {
+/**
+ * The iptables drivers (IPv4 and IPv6) on the detected backend. Unless --dry-run,
+ * the preferred backend must pass a probe that programs nat and filter; otherwise the other one
+ * is used, with a warning naming why.
+ */
+async function openIptables(config: Config, logger: Logger): Promise<{ ipv4: Iptables; ipv6: Iptables; saved: Partial<Record<Family, string>> }> {
+  const d = await detectBackendWithReason({ probe: !config.dryRun });
+  const other = d.backend === 'nft' ? 'legacy' : 'nft';
+  if (d.unusable[d.backend] !== undefined) {
+    logger.warn({ backend: d.backend, errors: d.unusable }, 'neither iptables backend can program the nat and filter tables here; syncs will fail');
+  } else if (d.unusable[other] !== undefined) {
+    logger.warn(
+      { backend: d.backend, preferred: other, preferredBecause: d.reason, reason: d.unusable[other] },
+      `iptables backend ${other} cannot program the nat and filter tables here: using ${d.backend}`,
+    );
+  }
+  return { ipv4: new Iptables(d.backend, { family: 'ipv4' }), ipv6: new Iptables(d.backend, { family: 'ipv6' }), saved: d.saved };
+}
+
+/**
+ * Runs the daemon until SIGTERM/SIGINT (or one sync with --once); returns the exit code.
+ * `early` is the source the CLI started before loading this module (else it is started here):
+ * it lists while the kernel is probed and the proxier built, not after.
+ */
+export async function runDaemon(config: Config, logger: Logger, early?: EarlySource): Promise<number> {
   const nodeName = nodeNameOf(config);
-  const chosen = await chooseMode(config, logger);
-  if (chosen === null) return 1;
+  const started = early ?? (await startSource(config, logger));
+  try {
+    return await runWithSource(config, logger, nodeName, started);
+  } catch (e) {
+    await started.source.stop();
+    throw e;
+  }
+}
+
+async function runWithSource(config: Config, logger: Logger, nodeName: string, { source, held, synced }: EarlySource): Promise<number> {
+  const [chosen, ipts] = await Promise.all([chooseMode(config, logger), openIptables(config, logger)]);
+  if (chosen === null) {
+    await source.stop();
+    return 1;
+  }
   const { mode } = chosen;
-  const iptables = await Iptables.create({ family: 'ipv4' });
-  const ip6tables = await Iptables.create({ family: 'ipv6', backend: iptables.backend }).catch(() => null);
+  const { ipv4: iptables, ipv6: ip6tables } = ipts;
   const metrics = new ProxyMetrics();
   metrics.setProxyMode(mode);
   const health = new ProxyHealth({ syncPeriodMs: config.syncPeriodMs });
@@ -100,25 +121,37 @@ export async function runDaemon(config: Config, logger: Logger): Promise<number>
   // API mode: per-Service problems also become Events on the Service (not with --once/--dry-run).
   const events = !config.events || config.manifests || config.once || config.dryRun ? null : await (await import('./source/events.js')).eventRecorderFor({ kubeconfig: config.kubeconfig, master: config.master, nodeName, logger });
   const common = { config, nodeName, logger, metrics, health, serviceHealth, ...(events ? { events } : {}) };
+  // Only the chosen mode's proxier is loaded (start-up time is mostly module loading).
+  let ipvsProxier: IpvsProxier | null = null;
   const proxier: Proxier =
     chosen.ipvs !== null && mode === 'ipvs'
-      ? new IpvsProxier({
+      ? (ipvsProxier = new (await import('./proxy/ipvs/proxier.js')).IpvsProxier({
           ...common,
           dummyName: DEFAULT_DUMMY_LINK,
-          clients: { ipvs: chosen.ipvs, ipset: await NetlinkIpsetClient.open(), link: NetlinkLinkClient.open(), iptables: { ipv4: iptables, ipv6: ip6tables } },
-        })
-      : new IptablesProxier({
+          stateDir: '/run/kube-ipvs-proxy',
+          clients: {
+            ipvs: chosen.ipvs,
+            ipset: await NetlinkIpsetClient.open(),
+            link: NetlinkLinkClient.open(),
+            iptables: { ipv4: iptables, ipv6: ip6tables },
+            read: await openReadClients(chosen.ipvs),
+          },
+        }))
+      : new (await import('./proxy/iptables/proxier.js')).IptablesProxier({
           ...common,
           dummyName: DEFAULT_DUMMY_LINK,
           clients: { ipvs: chosen.ipvs, ipset: await NetlinkIpsetClient.open().catch(() => null), link: NetlinkLinkClient.open(), iptables: { ipv4: iptables, ipv6: ip6tables } },
         });
   logger.info({ nodeName, mode, iptables: iptables.backend, source: config.manifests ?? 'kubernetes' }, 'starting');
   // The IPVS mode's first sync deletes the iptables mode's chains; these jumps it would keep.
-  if (mode === 'ipvs' && !config.dryRun) await removeIptablesModeLeftovers([iptables, ip6tables], config, logger);
+  if (mode === 'ipvs' && !config.dryRun) {
+    const { removeIptablesModeLeftovers } = await import('./proxy/iptables/leftovers.js');
+    await removeIptablesModeLeftovers([iptables, ip6tables], config, logger, ipts.saved);
+  }
 
-  const source = await sourceFor(config, nodeName, logger);
   if (config.once || config.dryRun) {
-    await source.start(proxier.handler(() => {}));
+    held.attach(proxier.handler(() => {}));
+    await synced;
     let code = 0;
     try {
       await proxier.sync({ full: true });
@@ -142,16 +175,18 @@ export async function runDaemon(config: Config, logger: Logger): Promise<number>
     s.setConfig(config);
     await s.start();
     servers.push(s);
-    if (proxier instanceof IpvsProxier) servers.push(await serveIpvsViews(s, () => proxier.desiredView(), config, nodeName, logger));
+    const view = ipvsProxier;
+    if (view) servers.push(await serveIpvsViews(s, () => view.desiredView(), config, nodeName, logger));
   }
-  const runner = new BoundedFrequencyRunner(async () => void (await proxier.sync({})), {
+  const runner = new BoundedFrequencyRunner(async ({ periodic }) => void (await proxier.sync({ periodic })), {
     minIntervalMs: config.minSyncPeriodMs,
     maxIntervalMs: config.syncPeriodMs,
     retryIntervalMs: Math.max(config.minSyncPeriodMs, 1000),
     onError: (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'sync failed; will retry'),
   });
   const handler = proxier.handler(() => runner.run());
-  await source.start(events ? events.trackServices(handler) : handler);
+  held.attach(events ? events.trackServices(handler) : handler);
+  await synced;
   runner.start();
   runner.run();
 

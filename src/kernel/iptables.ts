@@ -116,10 +116,13 @@ export class Iptables {
     return parseSave(r.stdout).find((t) => t.table === table) ?? { table, chains: [] };
   }
 
-  /** The owned lines of `tables` (default nat and filter) from one full iptables-save, which creates no table. */
-  async saveOwned<T extends Table = 'nat' | 'filter'>(tables?: readonly T[]): Promise<OwnedRules<T>> {
+  /**
+   * The owned lines of `tables` (default nat and filter) from one full iptables-save, which
+   * creates no table, or from `savedText`, such output read just before (by backend detection).
+   */
+  async saveOwned<T extends Table = 'nat' | 'filter'>(tables?: readonly T[], savedText?: string): Promise<OwnedRules<T>> {
     const wanted = tables ?? (['nat', 'filter'] as T[]);
-    const saved = await this.saveAll();
+    const saved = savedText === undefined ? await this.saveAll() : parseSave(savedText);
     const out = { backend: this.backend } as OwnedRules<T>;
     for (const t of wanted) {
       const st = saved.find((s) => s.table === t);

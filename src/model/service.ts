@@ -1,8 +1,22 @@
 // The proxy's internal model: one ServicePortInfo per (Service, port), the endpoints behind it,
 // and this node. The change tracker builds it from Services / EndpointSlices / the Node; the
 // desired-state functions read only this.
-import type { ServiceFlag } from '../kernel/ipvs/types.js';
 import type { Family } from './ip.js';
+
+/** IPVS service flags, named as ipvsadm prints them; flag-N are scheduler flags of other schedulers. */
+export const SERVICE_FLAGS = [
+  'persistent',
+  'ops',
+  'sh-fallback',
+  'sh-port',
+  'mh-fallback',
+  'mh-port',
+  'flag-1',
+  'flag-2',
+  'flag-3',
+] as const;
+/** A service flag. */
+export type ServiceFlag = (typeof SERVICE_FLAGS)[number];
 
 /** A transport protocol as IPVS names it. */
 export type L4Protocol = 'tcp' | 'udp' | 'sctp';

@@ -1,7 +1,9 @@
 // A bounded-frequency runner, after kubernetes pkg/proxy/runner/bounded_frequency_runner.go:
-// run() asks for a sync; syncs start at least minInterval after the previous one ended, at
-// least one starts every maxInterval, a failed sync is retried after retryInterval, bursts
-// of requests coalesce into one sync, and the sync never runs concurrently with itself.
+// run() asks for a sync; syncs start at least minInterval after the previous one ended, a
+// periodic sync starts every maxInterval on its own schedule (syncs asked for in between do not
+// postpone it, and are not periodic), a failed sync is retried after retryInterval (doubled per
+// consecutive failure), bursts of requests coalesce into one sync, and the sync never runs
+// concurrently with itself.
 
 /** Time and timers, injectable so tests can use a fake clock. Times are milliseconds. */
 export interface RunnerClock {
@@ -21,13 +23,19 @@ export const systemClock: RunnerClock = {
 export interface RunnerOptions {
   /** Shortest time from the end of one sync to the start of the next (kube-proxy's minSyncPeriod). */
   minIntervalMs: number;
-  /** Longest time from the end of one sync to the start of the next (syncPeriod); Infinity = none. */
+  /** Period of the periodic syncs (syncPeriod), counted from start() and then from each periodic sync's start; Infinity = none. */
   maxIntervalMs: number;
-  /** After a failed sync, run again this soon (still no sooner than minIntervalMs). */
+  /** After a failed sync, run again this soon (still no sooner than minIntervalMs); doubled per consecutive failure, up to maxIntervalMs. */
   retryIntervalMs: number;
   clock?: RunnerClock;
   /** Called with whatever a failed sync threw or rejected with. */
   onError?: (err: unknown) => void;
+}
+
+/** What the runner tells the sync function. */
+export interface SyncInfo {
+  /** This is the periodic sync (maxInterval came round), possibly serving requests too. */
+  periodic: boolean;
 }
 
 // Node's timers overflow past 2^31-1 ms (and then fire at once); longer waits are re-armed.
@@ -35,7 +43,7 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** Runs an async sync function at a bounded frequency; see the file comment. Call start() to begin. */
 export class BoundedFrequencyRunner {
-  readonly #sync: () => Promise<void> | void;
+  readonly #sync: (info: SyncInfo) => Promise<void> | void;
   readonly #min: number;
   readonly #max: number;
   readonly #retry: number;
@@ -47,13 +55,14 @@ export class BoundedFrequencyRunner {
   #requested = false;
   #inFlight: Promise<void> | undefined;
   #notBefore = -Infinity; // last end + minInterval
-  #periodicAt = Infinity; // last end (or start()) + maxInterval
+  #periodicAt = Infinity; // start() + maxInterval, then the last periodic sync's start + maxInterval
   #retryAt = Infinity;
+  #failures = 0;
   #timer: unknown;
   #timerAt = Infinity;
 
   /** Throws a RangeError if an interval is negative or maxIntervalMs < minIntervalMs. */
-  constructor(sync: () => Promise<void> | void, options: RunnerOptions) {
+  constructor(sync: (info: SyncInfo) => Promise<void> | void, options: RunnerOptions) {
     const { minIntervalMs, maxIntervalMs, retryIntervalMs } = options;
     for (const [name, v] of Object.entries({ minIntervalMs, maxIntervalMs, retryIntervalMs })) {
       if (!(v >= 0)) throw new RangeError(`${name} must be >= 0, got ${v}`);
@@ -101,6 +110,12 @@ export class BoundedFrequencyRunner {
     return Math.min(this.#requested ? -Infinity : Infinity, this.#periodicAt, this.#retryAt);
   }
 
+  /** The retry interval after the current run of failures: doubled each time, capped at maxInterval. */
+  #backoff(): number {
+    const factor = 2 ** Math.min(30, this.#failures - 1);
+    return Math.max(this.#retry, Math.min(this.#retry * factor, this.#max));
+  }
+
   #schedule(): void {
     if (!this.#started || this.#stopped || this.#inFlight !== undefined) return; // a finishing sync reschedules
     const due = this.#dueAt();
@@ -130,10 +145,12 @@ export class BoundedFrequencyRunner {
   async #execute(): Promise<void> {
     this.#requested = false;
     this.#retryAt = Infinity; // this sync serves any pending retry; retryAfter() during it still counts
+    const periodic = this.#clock.now() >= this.#periodicAt;
+    if (periodic) this.#periodicAt = this.#clock.now() + this.#max;
     let failed = false;
     try {
       // Called from a microtask, so a sync that throws synchronously still settles after #inFlight is set.
-      await Promise.resolve().then(this.#sync);
+      await Promise.resolve().then(() => this.#sync({ periodic }));
     } catch (err) {
       failed = true;
       try {
@@ -144,8 +161,8 @@ export class BoundedFrequencyRunner {
     }
     const end = this.#clock.now();
     this.#notBefore = end + this.#min;
-    this.#periodicAt = end + this.#max;
-    if (failed) this.#retryAt = Math.min(this.#retryAt, end + this.#retry);
+    this.#failures = failed ? this.#failures + 1 : 0;
+    if (failed) this.#retryAt = Math.min(this.#retryAt, end + this.#backoff());
     this.#inFlight = undefined;
     this.#schedule();
   }

@@ -1,11 +1,15 @@
-// One resource list+watched by client-node's informer (ListWatch), made to survive: a watch
-// that ends is resumed by ListWatch itself, 410 Gone relists (ListWatch), and any other error
-// (list or watch failed or a list timed out, API server down) restarts the informer after a
-// jittered exponential backoff, bounded by maxMs, forever until stop(). stop() aborts every
-// request it started.
-import { ListWatch, Watch, type KubeConfig, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
-
+// One resource listed and watched over plain HTTP (kube-http.ts), made to survive:
+// - lists are paged (`limit` + `continue`) and each page is handed on as it is parsed, so no
+//   more than one page of raw JSON is alive at a time; a list taking longer than listTimeoutMs
+//   is aborted and retried;
+// - watches ask for bookmarks and resume from the last resourceVersion seen (events and
+//   bookmarks move it), so a watch the server closes costs one request, not a relist;
+// - 410 Gone (HTTP status, watch ERROR event, expired continue token) relists at once; a relist
+//   delivers only objects whose resourceVersion changed, and deletes those no longer listed;
+// - any other failure is retried after a jittered exponential backoff bounded by maxMs.
+// The cache is one resourceVersion per key: the objects themselves live only in the receiver.
 import type { Logger } from '../log.js';
+import { ApiError, describeError, isGone, readLines, type KubeHttp } from './kube-http.js';
 
 /** Retry delays after a failed list or watch. */
 export interface Backoff {
@@ -13,145 +17,223 @@ export interface Backoff {
   maxMs: number;
 }
 
-/** What a ResilientInformer reports. `listed` fires after each list's objects were delivered. */
+/** A decoded object as the API server sent it (only metadata is looked at here). */
+export type RawObject = { metadata?: { name?: unknown; namespace?: unknown; resourceVersion?: unknown } } & Record<string, unknown>;
+
+/** What an Informer reports. `listed` fires after each complete list was delivered. */
 export interface InformerEvents {
-  upsert(obj: KubernetesObject): void;
-  remove(obj: KubernetesObject): void;
+  upsert(key: string, obj: RawObject): void;
+  remove(key: string): void;
   listed(): void;
   failed(err: unknown): void;
 }
 
-/** Options of a ResilientInformer. */
+/** Options of an Informer. */
 export interface InformerOptions {
   /** The resource's collection path, e.g. `/api/v1/services`. */
   path: string;
-  /** Lists the resource; the signal aborts the request (timeout, stop). */
-  list: (signal: AbortSignal) => Promise<KubernetesListObject<KubernetesObject>>;
   fieldSelector?: string;
   backoff: Backoff;
-  /** A list taking longer than this is aborted and retried. */
+  /** A list (all its pages) taking longer than this is aborted and retried. */
   listTimeoutMs: number;
+  /** Objects per list page (default 500). */
+  pageSize?: number;
+  /** The server ends a watch after about this long (default 5–10 min, random, as client-go). */
+  watchTimeoutSeconds?: number;
   logger?: Logger | undefined;
 }
 
-/** A Watch that remembers its requests, so stop() can abort one still waiting for headers. */
-class StoppableWatch extends Watch {
-  stopped = false;
-  readonly #open = new Set<AbortController>();
+/** A watch silent (no event, no bookmark) for its timeout plus this long is presumed dead. */
+const WATCH_GRACE_MS = 60_000;
 
-  override async watch(
-    path: string,
-    params: Record<string, string | number | boolean | undefined>,
-    callback: (phase: string, apiObj: any, watchObj?: any) => void,
-    done: (err: any) => void,
-  ): Promise<AbortController> {
-    if (this.stopped) return aborted();
-    let finished = false; // done may be called before super.watch returns (e.g. HTTP 410)
-    let controller: AbortController | undefined;
-    controller = await super.watch(path, params, callback, (err) => {
-      finished = true;
-      if (controller) this.#open.delete(controller);
-      done(err);
-    });
-    if (this.stopped) controller.abort();
-    else if (!finished) this.#open.add(controller);
-    return controller;
-  }
-
-  stop(): void {
-    this.stopped = true;
-    for (const c of this.#open) c.abort();
-    this.#open.clear();
-  }
+/** `namespace/name` (cluster-scoped: `name`) of a raw object; '' without a name. */
+export function rawKey(o: RawObject): string {
+  const name = typeof o.metadata?.name === 'string' ? o.metadata.name : '';
+  const ns = typeof o.metadata?.namespace === 'string' ? o.metadata.namespace : '';
+  return ns ? `${ns}/${name}` : name;
 }
 
-/** One line for a failed request: `HTTP 403: <Status message>` or the error's first line. */
-export function describeError(err: unknown): string {
-  const e = (err ?? {}) as { code?: unknown; statusCode?: unknown; body?: unknown; message?: unknown };
-  const status = typeof e.code === 'number' ? e.code : typeof e.statusCode === 'number' ? e.statusCode : undefined;
-  if (status !== undefined) {
-    let detail = '';
-    try {
-      const body = typeof e.body === 'string' ? JSON.parse(e.body) : e.body;
-      detail = typeof body?.message === 'string' ? `: ${body.message}` : '';
-    } catch {
-      // not JSON: the status is enough
-    }
-    return `HTTP ${status}${detail}`;
-  }
-  return String(e.message ?? err).split('\n')[0]!;
+function versionOf(o: RawObject): string {
+  return typeof o.metadata?.resourceVersion === 'string' ? o.metadata.resourceVersion : '';
 }
 
-function aborted(): AbortController {
-  const c = new AbortController();
-  c.abort();
-  return c;
-}
-
-/** An informer that restarts itself after errors; see the file comment. */
-export class ResilientInformer {
+/** List+watch of one resource that restarts itself after errors; see the file comment. */
+export class Informer {
+  readonly #http: KubeHttp;
   readonly #opts: InformerOptions;
-  readonly #watch: StoppableWatch;
-  readonly #informer: ListWatch<KubernetesObject>;
+  readonly #events: InformerEvents;
+  /** resourceVersion of every object delivered and not deleted since. */
+  readonly #known = new Map<string, string>();
+  /** Where the next watch starts; '' = list first. */
+  #rv = '';
   #failures = 0;
-  #startedAt = 0;
-  #timer: NodeJS.Timeout | undefined;
-  #listing: AbortController | undefined;
+  #abort: AbortController | undefined;
+  #wake: (() => void) | undefined;
+  #loop: Promise<void> | undefined;
   #stopped = false;
 
-  constructor(kc: KubeConfig, opts: InformerOptions, events: InformerEvents) {
+  constructor(http: KubeHttp, opts: InformerOptions, events: InformerEvents) {
+    this.#http = http;
     this.#opts = opts;
-    this.#watch = new StoppableWatch(kc);
-    const list = async (): Promise<KubernetesListObject<KubernetesObject>> => {
-      if (this.#stopped) throw new Error('stopped');
-      const abort = (this.#listing = new AbortController());
-      const timeout = setTimeout(() => abort.abort(new Error(`list timed out after ${opts.listTimeoutMs} ms`)), opts.listTimeoutMs);
-      const result = await opts.list(abort.signal).then(
-        (r) => (clearTimeout(timeout), r),
-        (err: unknown) => {
-          clearTimeout(timeout);
-          throw abort.signal.aborted ? abort.signal.reason : err;
-        },
-      );
-      this.#failures = 0;
-      // NOTE: ListWatch.doneHandler (client-node cache.js) delivers the listed objects
-      // synchronously once this promise settles; setImmediate runs after that.
-      setImmediate(() => this.#stopped || events.listed());
-      return result;
-    };
-    this.#informer = new ListWatch(opts.path, this.#watch, list, false, undefined, opts.fieldSelector);
-    this.#informer.on('add', (o) => this.#stopped || events.upsert(o));
-    this.#informer.on('update', (o) => this.#stopped || events.upsert(o));
-    this.#informer.on('delete', (o) => this.#stopped || events.remove(o));
-    this.#informer.on('error', (err) => {
-      if (this.#stopped) return;
-      events.failed(err);
-      this.#retry(err);
-    });
+    this.#events = events;
   }
 
-  /** Lists, then watches; never rejects (failures go through `failed` and are retried). */
+  /** The resourceVersion the next watch resumes from ('' before the first list). */
+  get resourceVersion(): string {
+    return this.#rv;
+  }
+
+  /** Objects currently cached (keys with their resourceVersion). */
+  get size(): number {
+    return this.#known.size;
+  }
+
+  /** Lists, then watches, until stop(); never rejects (failures go through `failed`). */
   start(): void {
-    this.#startedAt = Date.now();
-    this.#informer.start().catch((err: unknown) => this.#stopped || this.#retry(err));
+    this.#loop ??= this.#run();
   }
 
   /** Stops for good: no more events, no open requests, no timers. */
   async stop(): Promise<void> {
     this.#stopped = true;
-    clearTimeout(this.#timer);
-    this.#listing?.abort();
-    this.#watch.stop();
-    await this.#informer.stop();
+    this.#abort?.abort(new Error('stopped'));
+    this.#wake?.();
+    await this.#loop;
   }
 
-  #retry(err: unknown): void {
+  async #run(): Promise<void> {
+    while (!this.#stopped) {
+      try {
+        if (!this.#rv) await this.#list();
+        else await this.#watch();
+      } catch (err) {
+        if (this.#stopped) break;
+        if (isGone(err)) {
+          this.#opts.logger?.info({ path: this.#opts.path, resourceVersion: this.#rv, err: describeError(err) }, 'kubernetes: resourceVersion expired; relisting');
+          this.#rv = '';
+          continue;
+        }
+        this.#events.failed(err);
+        await this.#backoff(err);
+      }
+    }
+  }
+
+  async #backoff(err: unknown): Promise<void> {
     const { initialMs, maxMs } = this.#opts.backoff;
-    if (Date.now() - this.#startedAt > maxMs) this.#failures = 0; // it ran fine for a while
     const delay = Math.min(maxMs, initialMs * 2 ** this.#failures) * (0.8 + 0.4 * Math.random());
     this.#failures++;
-    this.#opts.logger?.warn({ path: this.#opts.path, err: describeError(err), attempt: this.#failures, retryInMs: Math.round(delay) }, 'kubernetes: list/watch failed; restarting');
-    clearTimeout(this.#timer);
-    this.#timer = setTimeout(() => this.#stopped || this.start(), delay);
+    this.#opts.logger?.warn({ path: this.#opts.path, err: describeError(err), attempt: this.#failures, retryInMs: Math.round(delay) }, 'kubernetes: list/watch failed; retrying');
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, delay);
+      this.#wake = () => (clearTimeout(timer), resolve());
+    });
+    this.#wake = undefined;
+  }
+
+  #query(extra: Record<string, string>): string {
+    const q = new URLSearchParams(extra);
+    if (this.#opts.fieldSelector) q.set('fieldSelector', this.#opts.fieldSelector);
+    return `${this.#opts.path}?${q.toString()}`;
+  }
+
+  async #list(): Promise<void> {
+    const { listTimeoutMs, pageSize = 500 } = this.#opts;
+    const abort = (this.#abort = new AbortController());
+    const timer = setTimeout(() => abort.abort(new Error(`list timed out after ${listTimeoutMs} ms`)), listTimeoutMs);
+    const seen = new Set<string>();
+    let rv = '';
+    try {
+      let token = '';
+      do {
+        const page = (await this.#http.getJson(this.#query({ limit: String(pageSize), ...(token ? { continue: token } : {}) }), abort.signal)) as {
+          metadata?: { resourceVersion?: unknown; continue?: unknown };
+          items?: unknown;
+        };
+        if (this.#stopped) return;
+        if (!Array.isArray(page?.items)) throw new Error(`${this.#opts.path}: list response has no items`);
+        for (const item of page.items as RawObject[]) {
+          if (typeof item !== 'object' || item === null) continue;
+          const key = rawKey(item);
+          seen.add(key);
+          const version = versionOf(item);
+          if (version && this.#known.get(key) === version) continue;
+          this.#known.set(key, version);
+          this.#events.upsert(key, item);
+        }
+        token = typeof page.metadata?.continue === 'string' ? page.metadata.continue : '';
+        rv = typeof page.metadata?.resourceVersion === 'string' ? page.metadata.resourceVersion : rv;
+      } while (token);
+    } catch (err) {
+      throw abort.signal.aborted && !this.#stopped ? abort.signal.reason : err;
+    } finally {
+      clearTimeout(timer);
+    }
+    for (const key of this.#known.keys()) {
+      if (seen.has(key)) continue;
+      this.#known.delete(key);
+      this.#events.remove(key);
+    }
+    if (!rv) throw new Error(`${this.#opts.path}: list response has no resourceVersion`);
+    this.#rv = rv;
+    this.#failures = 0;
+    this.#events.listed();
+  }
+
+  async #watch(): Promise<void> {
+    const timeoutSeconds = this.#opts.watchTimeoutSeconds ?? Math.round(300 * (1 + Math.random()));
+    const abort = (this.#abort = new AbortController());
+    const idle = timeoutSeconds * 1000 + WATCH_GRACE_MS;
+    let timer = setTimeout(() => abort.abort(new Error(`watch silent for ${idle} ms`)), idle);
+    const started = Date.now();
+    let events = 0;
+    try {
+      const res = await this.#http.get(
+        this.#query({ watch: 'true', allowWatchBookmarks: 'true', resourceVersion: this.#rv, timeoutSeconds: String(timeoutSeconds) }),
+        abort.signal,
+      );
+      await readLines(res, (e) => {
+        if (this.#stopped) return;
+        timer.refresh();
+        events++;
+        this.#onEvent(e as { type?: unknown; object?: RawObject });
+      });
+    } catch (err) {
+      throw abort.signal.aborted && !this.#stopped ? abort.signal.reason : err;
+    } finally {
+      clearTimeout(timer);
+    }
+    if (events > 0 || Date.now() - started > 1000) this.#failures = 0;
+    // A watch the server ends at once, again and again, must not spin.
+    else await this.#backoff(new Error('watch ended at once without events'));
+  }
+
+  #onEvent(e: { type?: unknown; object?: RawObject }): void {
+    const obj = e.object;
+    if (typeof obj !== 'object' || obj === null) throw new Error(`${this.#opts.path}: watch event ${String(e.type)} without an object`);
+    const version = versionOf(obj);
+    switch (e.type) {
+      case 'ADDED':
+      case 'MODIFIED': {
+        const key = rawKey(obj);
+        this.#known.set(key, version);
+        this.#events.upsert(key, obj);
+        break;
+      }
+      case 'DELETED': {
+        const key = rawKey(obj);
+        if (this.#known.delete(key)) this.#events.remove(key);
+        break;
+      }
+      case 'BOOKMARK':
+        break;
+      case 'ERROR': {
+        const s = obj as { code?: unknown; message?: unknown };
+        throw new ApiError(typeof s.code === 'number' ? s.code : 0, typeof s.message === 'string' ? s.message : 'watch error');
+      }
+      default:
+        throw new Error(`${this.#opts.path}: unknown watch event type ${JSON.stringify(e.type)}`);
+    }
+    if (version) this.#rv = version;
   }
 }

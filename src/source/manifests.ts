@@ -7,8 +7,15 @@
 // file reads cleanly. Unknown kinds are reported and skipped without failing the file. Duplicate
 // objects (same kind and namespace/name): the first in (file, document, item) order wins.
 // Changes are delivered as differences (deep equality of validated objects), in that order.
-import { watch, type FSWatcher } from 'node:fs';
-import { readdir, readFile, stat } from 'node:fs/promises';
+//
+// One file, one error: whatever goes wrong with a file (unreadable, a directory or a FIFO under a
+// manifest name, a symlink loop, larger than maxFileBytes, not UTF-8, broken YAML, an alias bomb)
+// is reported once, naming the file, and that file keeps its last good state; the other files are
+// read and applied as usual, at start-up and on every re-read. The same error is not reported
+// again until the file changes or its error does.
+import { createHash } from 'node:crypto';
+import { constants, watch, type FSWatcher } from 'node:fs';
+import { open, readdir, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 
@@ -28,14 +35,23 @@ export interface ManifestSourceOptions {
   watch?: boolean;
   /** Quiet time after the last file event before re-reading (default 200 ms). */
   debounceMs?: number;
+  /** A larger file is that file's error (default MAX_MANIFEST_BYTES). */
+  maxFileBytes?: number;
   logger?: Logger;
 }
 
+/** Default size limit of one manifest file: 64 MiB (10,000 Services + slices with full metadata fit). */
+export const MAX_MANIFEST_BYTES = 64 * 1024 * 1024;
+
 interface FileState {
-  /** The text last parsed; null when the file could not be read (retried every round). */
-  text: string | null;
+  /** sha256 of the content last parsed; null when the file could not be read (retried every round). */
+  digest: string | null;
   objects: ManifestObject[];
+  /** The read error last reported for this file (reported again only when it changes). */
+  readError?: string;
 }
+
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
 
 const MANIFEST_NAME = /^[^.].*\.(ya?ml|json)$/i;
 
@@ -47,6 +63,8 @@ export class ManifestSource implements ProxySource {
   /** What the handler holds, by `Kind:key`. */
   #delivered = new Map<string, ManifestObject>();
   #duplicates = new Set<string>();
+  /** The listing error last reported (reported again only when it changes). */
+  #listError: string | undefined;
   #watcher: FSWatcher | undefined;
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
@@ -54,7 +72,7 @@ export class ManifestSource implements ProxySource {
   #stopped = false;
 
   constructor(options: ManifestSourceOptions) {
-    this.#opts = { watch: true, debounceMs: 200, ...options, logger: options.logger };
+    this.#opts = { watch: true, debounceMs: 200, maxFileBytes: MAX_MANIFEST_BYTES, ...options, logger: options.logger };
   }
 
   /** Reads everything, delivers it, calls onSynced; rejects if the path cannot be read at all. */
@@ -116,13 +134,7 @@ export class ManifestSource implements ProxySource {
   async #list(): Promise<string[]> {
     const path = this.#opts.path;
     if (!(await stat(path)).isDirectory()) return [path];
-    const names = (await readdir(path)).filter((n) => MANIFEST_NAME.test(n)).sort(byString);
-    const files: string[] = [];
-    for (const name of names) {
-      const file = join(path, name);
-      if (await stat(file).then((s) => s.isFile(), () => false)) files.push(file);
-    }
-    return files;
+    return (await readdir(path)).filter((n) => MANIFEST_NAME.test(n)).sort(byString).map((n) => join(path, n));
   }
 
   async #sync(initial: boolean): Promise<void> {
@@ -131,12 +143,21 @@ export class ManifestSource implements ProxySource {
       files = await this.#list();
     } catch (err) {
       if (initial) throw err;
-      this.#report({ object: this.#opts.path, reason: `cannot list: ${(err as Error).message}; keeping the last good state` });
+      const reason = `cannot list: ${(err as Error).message}; keeping the last good state`;
+      if (reason !== this.#listError) this.#report({ object: this.#opts.path, reason });
+      this.#listError = reason;
       return;
     }
+    this.#listError = undefined;
     const next = new Map<string, FileState>();
     for (const file of files) {
-      const state = await this.#readFile(file);
+      let state: FileState | undefined;
+      try {
+        state = await this.#readFile(file);
+      } catch (err) {
+        // Not expected (#readFile handles its own errors); still this file's error alone.
+        state = this.#failed(file, `cannot read: ${(err as Error)?.message ?? String(err)}`);
+      }
       if (state) next.set(file, state);
     }
     if (this.#stopped) return;
@@ -147,20 +168,29 @@ export class ManifestSource implements ProxySource {
   /** The new state of one file; undefined when it vanished. */
   async #readFile(file: string): Promise<FileState | undefined> {
     const prev = this.#files.get(file);
+    const read = await readBounded(file, this.#opts.maxFileBytes);
+    if (read === undefined) return undefined;
+    if (typeof read === 'string') return this.#failed(file, read);
+    const digest = createHash('sha256').update(read).digest('base64');
+    if (prev && prev.digest === digest) return prev;
     let text: string;
     try {
-      text = await readFile(file, 'utf8');
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      this.#report({ object: file, reason: `cannot read: ${(err as Error).message}; keeping its last good state` });
-      return { text: null, objects: prev?.objects ?? [] };
+      text = UTF8.decode(read);
+    } catch {
+      return this.#failed(file, 'not valid UTF-8 text', digest);
     }
-    if (prev && prev.text === text) return prev;
     const parsed = parseManifest(file, text);
     parsed.errors.forEach((e) => this.#report(e));
-    if (!parsed.failed || !prev) return { text, objects: parsed.objects };
+    if (!parsed.failed || !prev) return { digest, objects: parsed.objects };
     const defined = new Set(parsed.objects.map(id));
-    return { text, objects: [...parsed.objects, ...prev.objects.filter((o) => !defined.has(id(o)))] };
+    return { digest, objects: [...parsed.objects, ...prev.objects.filter((o) => !defined.has(id(o)))] };
+  }
+
+  /** A file that cannot be used as a whole: its last good objects, the error reported once. */
+  #failed(file: string, reason: string, digest: string | null = null): FileState {
+    const prev = this.#files.get(file);
+    if (prev?.readError !== reason) this.#report({ object: file, reason: `${reason}; keeping its last good state` });
+    return { digest, objects: prev?.objects ?? [], readError: reason };
   }
 
   /** All files' objects, first definition winning; Nodes other than ours dropped. */
@@ -209,6 +239,39 @@ export class ManifestSource implements ProxySource {
     if (this.#stopped) return;
     this.#opts.logger?.warn(error, 'manifests: object rejected');
     this.#handler?.onError(error);
+  }
+}
+
+/**
+ * A regular file's content, at most `max` bytes; a reason string when it cannot be used;
+ * undefined when it does not exist. O_NONBLOCK: opening a FIFO must not hang the source.
+ */
+async function readBounded(file: string, max: number): Promise<Buffer | string | undefined> {
+  let fh;
+  try {
+    fh = await open(file, constants.O_RDONLY | constants.O_NONBLOCK);
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    if (e.code === 'ENOENT') return undefined;
+    return e.code === 'ELOOP' ? 'cannot read: a symlink loop (ELOOP)' : `cannot read: ${e.message}`;
+  }
+  try {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const st = await fh.stat();
+      if (st.isDirectory()) return 'is a directory, not a manifest file';
+      if (!st.isFile()) return 'not a regular file';
+      if (st.size > max) return `too large: ${st.size} bytes, the limit is ${max}`;
+      // One byte more than fstat said: a file that grew meanwhile is read again.
+      const buf = Buffer.allocUnsafe(st.size + 1);
+      let n = 0;
+      for (let r; n < buf.length && (r = await fh.read(buf, n, buf.length - n, n)).bytesRead > 0; ) n += r.bytesRead;
+      if (n < buf.length) return buf.subarray(0, n);
+    }
+    return 'cannot read: it keeps growing while being read';
+  } catch (err) {
+    return `cannot read: ${(err as Error).message}`;
+  } finally {
+    await fh.close().catch(() => undefined);
   }
 }
 

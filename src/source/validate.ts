@@ -1,9 +1,13 @@
 // Validation shared by both sources: a raw object of a known kind → the zod-validated object, or
 // one reason naming every failing field (`spec.ports[0].port: expected number, received string`).
+// Names, namespaces, port names, label and annotation keys follow the API server's rules (names.ts).
+// The result is compact: zod drops every field the proxy does not read (managedFields, …), and
+// the bulky last-applied annotation is dropped after its size was checked.
 import type { z } from 'zod';
 
 import { endpointSliceSchema, nodeSchema, serviceSchema } from '../model/k8s.js';
 import type { EndpointSlice, Node, Service } from '../model/k8s.js';
+import { checkEndpointSliceNames, checkNodeNames, checkServiceNames, type NameIssue } from './names.js';
 
 /** The kinds a source delivers. */
 export type SourceKind = 'Service' | 'EndpointSlice' | 'Node';
@@ -21,6 +25,18 @@ const SCHEMAS: { [K in SourceKind]: z.ZodType<SourceObjects[K]> } = {
   Node: nodeSchema,
 };
 
+const NAME_CHECKS: { [K in SourceKind]: (o: SourceObjects[K]) => NameIssue[] } = {
+  Service: checkServiceNames,
+  EndpointSlice: checkEndpointSliceNames,
+  Node: checkNodeNames,
+};
+
+/** Annotations dropped from validated objects: nothing reads them and they are large. */
+export const DROPPED_ANNOTATIONS = ['kubectl.kubernetes.io/last-applied-configuration'] as const;
+
+/** A reason is cut here (a hostile object must not produce a megabyte log line). */
+const MAX_REASON = 2000;
+
 /** True for the kinds a source delivers. */
 export function isSourceKind(kind: string): kind is SourceKind {
   return Object.hasOwn(SCHEMAS, kind);
@@ -33,12 +49,23 @@ export function validate<K extends SourceKind>(
   base: readonly PropertyKey[] = [],
 ): { ok: true; value: SourceObjects[K] } | { ok: false; reason: string } {
   const result = SCHEMAS[kind].safeParse(raw);
-  if (result.success) return { ok: true, value: result.data };
-  const reasons = result.error.issues.map((i) => `${formatPath([...base, ...i.path]) || '(object)'}: ${i.message.replace(/^Invalid input: /, '')}`);
-  return { ok: false, reason: reasons.join('; ') };
+  const issues = result.success
+    ? NAME_CHECKS[kind](result.data)
+    : result.error.issues.map((i) => ({ path: i.path, message: i.message.replace(/^Invalid input: /, '') }));
+  if (result.success && issues.length === 0) {
+    for (const a of DROPPED_ANNOTATIONS) delete result.data.metadata.annotations[a];
+    return { ok: true, value: result.data };
+  }
+  const reason = issues.map((i) => `${formatPath([...base, ...i.path]) || '(object)'}: ${i.message}`).join('; ');
+  return { ok: false, reason: reason.length > MAX_REASON ? `${reason.slice(0, MAX_REASON)}… (${issues.length} issues)` : reason };
 }
 
-/** `spec.ports[0].port` from a path; '' for the root. */
+/** `spec.ports[0].port` from a path; '' for the root. Keys that are not identifiers are quoted. */
 export function formatPath(path: readonly PropertyKey[]): string {
-  return path.reduce<string>((s, p) => (typeof p === 'number' ? `${s}[${p}]` : s ? `${s}.${String(p)}` : String(p)), '');
+  return path.reduce<string>((s, p) => {
+    if (typeof p === 'number') return `${s}[${p}]`;
+    const k = String(p);
+    if (!/^[A-Za-z0-9_.\/-]+$/.test(k)) return `${s}[${JSON.stringify(k.length > 100 ? `${k.slice(0, 100)}…` : k)}]`;
+    return s ? `${s}.${k}` : k;
+  }, '');
 }

@@ -8,7 +8,7 @@ import type { VirtualService } from '../../src/kernel/ipvs/types.js';
 import { FakeLinkClient } from '../../src/kernel/link.js';
 import { applyPlan } from '../../src/proxy/ipvs/apply.js';
 import { GracefulState, refreshDraining } from '../../src/proxy/ipvs/graceful.js';
-import { DesiredIndex, type DesiredDelta } from '../../src/proxy/ipvs/index.js';
+import { DesiredIndex, type DesiredDelta } from '../../src/proxy/ipvs/desired-index.js';
 import { readObserved } from '../../src/proxy/ipvs/observe.js';
 import { plan, type PlanOptions } from '../../src/proxy/ipvs/plan.js';
 import type { ObservedState, OwnedSet, ServiceContribution } from '../../src/proxy/ipvs/types.js';

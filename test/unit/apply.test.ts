@@ -9,7 +9,7 @@ import { serviceId, type Destination, type VirtualService } from '../../src/kern
 import { FakeLinkClient } from '../../src/kernel/link.js';
 import { applyPlan, type ApplyResult } from '../../src/proxy/ipvs/apply.js';
 import { GracefulState } from '../../src/proxy/ipvs/graceful.js';
-import { DesiredIndex, type DesiredDelta } from '../../src/proxy/ipvs/index.js';
+import { DesiredIndex, type DesiredDelta } from '../../src/proxy/ipvs/desired-index.js';
 import { emptyObserved, readObserved } from '../../src/proxy/ipvs/observe.js';
 import { plan, type Plan } from '../../src/proxy/ipvs/plan.js';
 import type { ObservedState, OwnedSet, ServiceContribution } from '../../src/proxy/ipvs/types.js';
@@ -165,11 +165,11 @@ describe('applyPlan', () => {
     env.index.set('b', clusterIP('b', '10.96.0.2', ['10.244.1.4']));
     env.ipvs.failOps('ENOMEM', (op) => op.kind === 'addDestination' && op.destination.address === '10.244.1.3');
     env.ipset.failEntries('ENOMEM', (_op, set, e) => set === 'KUBE-LOOP-BACK' && e.startsWith('10.244.1.4'));
-    env.link.failAddress('10.96.0.2', 'EPERM');
+    env.link.failAddress('10.96.0.2', 'EBUSY');
     const r = await env.full();
     expect(r.errors.map((e) => [e.object, (e.error as NetlinkError).code])).toEqual([
       ['KUBE-LOOP-BACK 10.244.1.4,tcp:8080,10.244.1.4', 'ENOMEM'],
-      ['10.96.0.2 dev kube-ipvs0', 'EPERM'],
+      ['10.96.0.2 dev kube-ipvs0', 'EBUSY'],
       ['tcp/10.96.0.1:80 -> 10.244.1.3:8080', 'ENOMEM'],
     ]);
     expect(r.retry).toBe(true);

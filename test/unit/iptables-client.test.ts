@@ -5,6 +5,7 @@ import {
   comment,
   detectBackend,
   detectBackendWithReason,
+  PROBE_INPUT,
   spawnExec,
   type Exec,
   type ExecOptions,
@@ -38,10 +39,10 @@ const FILTER_RULES = (n: number): string =>
   `*filter\n:INPUT ACCEPT [0:0]\n${Array.from({ length: n }, (_, i) => `-A INPUT -s 10.0.0.${i}/32 -j ACCEPT`).join('\n')}\nCOMMIT\n`;
 
 describe('detectBackend', () => {
-  it('picks nft when iptables-nft-save -t mangle shows kubelet hint chains', async () => {
+  it('picks nft when an iptables-nft-save shows kubelet hint chains', async () => {
     const { exec, calls } = fakeExec((file) => (file === 'iptables-nft-save' ? MANGLE_WITH_HINT : FILTER_RULES(50)));
-    expect(await detectBackendWithReason({ exec })).toMatchObject({ backend: 'nft', reason: 'hint-nft' });
-    expect(calls[0]).toMatchObject({ file: 'iptables-nft-save', args: ['-t', 'mangle'] });
+    expect(await detectBackendWithReason({ exec })).toMatchObject({ backend: 'nft', reason: 'hint-nft', unusable: {} });
+    expect(calls.map((c) => c.file).sort()).toEqual(['iptables-legacy-save', 'iptables-nft-save']); // IPv6 not needed
   });
 
   it('checks ip6tables-nft-save too', async () => {
@@ -49,17 +50,17 @@ describe('detectBackend', () => {
     expect(await detectBackend({ exec })).toBe('nft');
   });
 
-  it('picks legacy when a full legacy save shows the hint (never asking legacy for mangle)', async () => {
+  it('picks legacy when a full legacy save shows the hint (never asking for one table)', async () => {
     const { exec, calls } = fakeExec((file) => (file === 'iptables-legacy-save' ? FILTER_RULES(1) + MANGLE_WITH_HINT : FILTER_RULES(99)));
     expect(await detectBackendWithReason({ exec })).toMatchObject({ backend: 'legacy', reason: 'hint-legacy' });
-    for (const c of calls.filter((c) => c.file.includes('legacy'))) expect(c.args).toEqual([]);
+    for (const c of calls) expect(c.args).toEqual([]);
   });
 
   it('falls back to the backend with more rules', async () => {
-    const legacy = fakeExec((file, args) => (file.includes('legacy') ? FILTER_RULES(7) : args.length ? '' : FILTER_RULES(3)));
-    expect(await detectBackendWithReason({ exec: legacy.exec })).toEqual({ backend: 'legacy', reason: 'more-rules', nftRules: 6, legacyRules: 14 });
-    const nft = fakeExec((file, args) => (file.includes('legacy') ? FILTER_RULES(2) : args.length ? '' : FILTER_RULES(5)));
-    expect(await detectBackendWithReason({ exec: nft.exec })).toEqual({ backend: 'nft', reason: 'more-rules', nftRules: 10, legacyRules: 4 });
+    const legacy = fakeExec((file) => (file.includes('legacy') ? FILTER_RULES(7) : FILTER_RULES(3)));
+    expect(await detectBackendWithReason({ exec: legacy.exec })).toEqual({ backend: 'legacy', reason: 'more-rules', nftRules: 6, legacyRules: 14, unusable: {}, saved: { ipv4: FILTER_RULES(7), ipv6: FILTER_RULES(7) } });
+    const nft = fakeExec((file) => (file.includes('legacy') ? FILTER_RULES(2) : FILTER_RULES(5)));
+    expect(await detectBackendWithReason({ exec: nft.exec })).toMatchObject({ backend: 'nft', reason: 'more-rules', nftRules: 10, legacyRules: 4, unusable: {} });
   });
 
   it('defaults to nft when nothing has rules, and treats failing or missing binaries as empty', async () => {
@@ -67,7 +68,78 @@ describe('detectBackend', () => {
       if (file.startsWith('ip6')) throw Object.assign(new Error('spawn ENOENT'), { code: 'ENOENT' });
       return { code: 1, stdout: FILTER_RULES(9), stderr: 'boom' };
     });
-    expect(await detectBackendWithReason({ exec })).toEqual({ backend: 'nft', reason: 'default', nftRules: 0, legacyRules: 0 });
+    expect(await detectBackendWithReason({ exec })).toEqual({
+      backend: 'nft',
+      reason: 'default',
+      nftRules: 0,
+      legacyRules: 0,
+      unusable: { nft: 'iptables-nft-save: boom', legacy: 'iptables-legacy-save: boom' },
+      saved: {},
+    });
+  });
+
+  it('runs both backends\' saves at once: IPv4, then IPv6', async () => {
+    const rounds: string[][] = [];
+    let current: string[] | null = null;
+    const exec: Exec = async (file) => {
+      if (current === null) rounds.push((current = []));
+      current.push(file);
+      await new Promise((r) => setTimeout(r, 20));
+      current = null;
+      return { code: 0, signal: null, stdout: '', stderr: '' };
+    };
+    await detectBackend({ exec });
+    expect(rounds).toEqual([
+      ['iptables-nft-save', 'iptables-legacy-save'],
+      ['ip6tables-nft-save', 'ip6tables-legacy-save'],
+    ]);
+  });
+
+  it('probe: skipped when the preferred backend already holds nat and filter tables', async () => {
+    const { exec, calls } = fakeExec((file) => (file === 'iptables-nft-save' ? `${MANGLE_WITH_HINT}*nat\nCOMMIT\n*filter\nCOMMIT\n` : ''));
+    expect(await detectBackendWithReason({ exec, probe: true })).toMatchObject({ backend: 'nft', unusable: {} });
+    expect(calls.some((c) => c.file.endsWith('-restore'))).toBe(false);
+  });
+
+  it('uses the other backend when the preferred one cannot even save', async () => {
+    const { exec } = fakeExec((file) =>
+      file.includes('nft') ? { code: 4, stderr: 'iptables-nft-save v1.8.9 (nf_tables): Could not fetch rule set generation id: Invalid argument\n' } : '',
+    );
+    expect(await detectBackendWithReason({ exec })).toEqual({
+      backend: 'legacy',
+      reason: 'default',
+      nftRules: 0,
+      legacyRules: 0,
+      unusable: { nft: 'iptables-nft-save: iptables-nft-save v1.8.9 (nf_tables): Could not fetch rule set generation id: Invalid argument' },
+      saved: { ipv4: '', ipv6: '' },
+    });
+  });
+
+  it('probe: a preferred backend that cannot program nat is replaced by the other, with the reason', async () => {
+    const NAT_FAILS = 'iptables-nft-restore v1.8.9 (nf_tables): \nline 2: TABLE_ADD failed (Operation not supported): table nat\n';
+    const { exec, calls } = fakeExec((file) => (file === 'iptables-nft-restore' ? { code: 4, stderr: NAT_FAILS } : ''));
+    const d = await detectBackendWithReason({ exec, probe: true });
+    expect(d).toMatchObject({ backend: 'legacy', reason: 'default' });
+    expect(d.unusable.nft).toContain('TABLE_ADD failed (Operation not supported): table nat');
+    const restores = calls.filter((c) => c.file.endsWith('-restore'));
+    expect(restores.map((c) => c.file)).toEqual(['iptables-nft-restore', 'iptables-legacy-restore']);
+    for (const r of restores) expect(r).toMatchObject({ args: ['-w', '5', '--noflush'], opts: { input: PROBE_INPUT } });
+  });
+
+  it('probe: one restore when the preferred backend passes; no restore without probe', async () => {
+    const hinted = fakeExec((file) => (file === 'iptables-legacy-save' ? MANGLE_WITH_HINT : ''));
+    expect(await detectBackendWithReason({ exec: hinted.exec, probe: true })).toMatchObject({ backend: 'legacy', reason: 'hint-legacy', unusable: {} });
+    expect(hinted.calls.filter((c) => c.file.endsWith('-restore')).map((c) => c.file)).toEqual(['iptables-legacy-restore']);
+    const plain = fakeExec(() => '');
+    await detectBackend({ exec: plain.exec });
+    expect(plain.calls.some((c) => c.file.endsWith('-restore'))).toBe(false);
+  });
+
+  it('probe: when neither passes, keeps the preferred backend and reports both', async () => {
+    const { exec } = fakeExec((file) => (file.endsWith('-restore') ? { code: 1, stderr: `${file}: nope\n` } : ''));
+    const d = await detectBackendWithReason({ exec, probe: true });
+    expect(d.backend).toBe('nft');
+    expect(Object.keys(d.unusable).sort()).toEqual(['legacy', 'nft']);
   });
 
   it('uses overridden binaries', async () => {
@@ -185,6 +257,9 @@ COMMIT
       filter: [],
     });
     expect(calls).toEqual([expect.objectContaining({ file: 'iptables-nft-save', args: [] })]);
+    // Given output read just before (by backend detection), it runs nothing.
+    expect((await ipt.saveOwned(['nat'], NAT_NOW)).nat).toHaveLength(4);
+    expect(calls).toHaveLength(1);
   });
 
   it('serialises concurrent syncs (save and restore never interleave)', async () => {

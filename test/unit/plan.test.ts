@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import type { IpvsOp } from '../../src/kernel/ipvs/client.js';
 import { destinationId, serviceId, type Destination, type VirtualService } from '../../src/kernel/ipvs/types.js';
 import { GracefulState } from '../../src/proxy/ipvs/graceful.js';
-import { DesiredIndex, emptyDelta, type DesiredDelta } from '../../src/proxy/ipvs/index.js';
+import { DesiredIndex, emptyDelta, type DesiredDelta } from '../../src/proxy/ipvs/desired-index.js';
 import { isEmptyPlan, plan, type Plan, type PlanOptions } from '../../src/proxy/ipvs/plan.js';
 import type { DesiredVirtualServer, ObservedState, ServiceContribution } from '../../src/proxy/ipvs/types.js';
 
@@ -209,7 +209,6 @@ describe('plan: graceful termination', () => {
     const p = plan(ix, observedOf([vs(A, [dst('10.0.0.1'), dst('10.0.0.2')])]), scope(id), new GracefulState(), opts());
     expect(brief(p)).toEqual(['updateDestination tcp/10.96.0.1:80 10.0.0.2:8080 w=0']);
     expect(p.draining.start).toEqual([{ vs: id, dest: '10.0.0.2:8080', protocol: 'tcp', since: NOW, op: 0 }]);
-    expect(p.staleUdp).toEqual([]);
   });
 
   it('a removed destination already at weight 0 (a restart mid-drain) starts draining without an op', () => {
@@ -219,13 +218,12 @@ describe('plan: graceful termination', () => {
     expect(p.draining.start).toEqual([{ vs: id, dest: '10.0.0.2:8080', protocol: 'tcp', since: NOW, op: null }]);
   });
 
-  it('UDP destinations are deleted at once and listed for conntrack cleanup; SCTP deleted at once', () => {
+  it('UDP and SCTP destinations are deleted at once', () => {
     const S = svc('10.96.0.11', 9000, { protocol: 'sctp' });
     const ix = indexOf(contrib('u', [vs(U, [dst('10.0.0.1', 53)])]), contrib('s', [vs(S, [])]));
     const observed = observedOf([vs(U, [dst('10.0.0.1', 53), dst('10.0.0.2', 53)]), vs(S, [dst('10.0.0.3', 9000)])]);
     const p = plan(ix, observed, 'full', new GracefulState(), opts());
     expect(brief(p)).toEqual(['deleteDestination udp/10.96.0.10:53 10.0.0.2:53', 'deleteDestination sctp/10.96.0.11:9000 10.0.0.3:9000']);
-    expect(p.staleUdp).toEqual([{ vip: '10.96.0.10', port: 53, endpoint: '10.0.0.2', endpointPort: 53 }]);
     expect(p.draining.start).toEqual([]);
   });
 

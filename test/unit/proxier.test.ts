@@ -5,7 +5,6 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { parseArgs } from '../../src/config.js';
 import { FakeIpsetClient } from '../../src/kernel/ipset/fake.js';
 import { FakeIpvsClient } from '../../src/kernel/ipvs/fake.js';
-import type { Iptables } from '../../src/kernel/iptables.js';
 import { FakeLinkClient } from '../../src/kernel/link.js';
 import { createLogger } from '../../src/log.js';
 import { endpointSliceSchema, nodeSchema, serviceSchema } from '../../src/model/k8s.js';
@@ -13,6 +12,7 @@ import { IpvsProxier } from '../../src/proxy/ipvs/proxier.js';
 import { ProxyHealth } from '../../src/server/health.js';
 import { ProxyMetrics } from '../../src/server/metrics.js';
 import type { SourceHandler } from '../../src/source/types.js';
+import { fakeIptables, type FakeIptables } from './lib/fake-iptables.js';
 
 const svc = (name: string, ip: string, annotations: Record<string, string> = {}) =>
   serviceSchema.parse({ metadata: { name, namespace: 'ns', annotations }, spec: { clusterIP: ip, ports: [{ name: 'http', port: 80, targetPort: 8080 }] } });
@@ -31,7 +31,7 @@ let proxier: IpvsProxier;
 let handler: SourceHandler;
 let health: ProxyHealth;
 let metrics: ProxyMetrics;
-let iptablesSyncs: number;
+let iptables: FakeIptables;
 let errors: string[];
 
 beforeEach(() => {
@@ -39,9 +39,8 @@ beforeEach(() => {
   ipset = new FakeIpsetClient();
   link = new FakeLinkClient();
   link.addLink('eth0', null, true, ['192.0.2.10']);
-  iptablesSyncs = 0;
   errors = [];
-  const iptables = { sync: async () => (iptablesSyncs++, []) } as unknown as Iptables;
+  iptables = fakeIptables();
   health = new ProxyHealth({ syncPeriodMs: 30_000 });
   metrics = new ProxyMetrics({ defaultMetrics: false });
   const logger = createLogger({ format: 'json', verbosity: 0 }, { write: (l: string) => (JSON.parse(l).level >= 50 && errors.push(l), true) } as never);
@@ -50,7 +49,7 @@ beforeEach(() => {
     nodeName: 'n1',
     logger,
     dummyName: 'kube-ipvs0',
-    clients: { ipvs, ipset, link, iptables: { ipv4: iptables, ipv6: null } },
+    clients: { ipvs, ipset, link, iptables: { ipv4: iptables.ipt, ipv6: null } },
     health,
     metrics,
     sysctl: () => [],
@@ -67,7 +66,7 @@ describe('IpvsProxier', () => {
     expect(ipvs.weights()).toEqual({ 'tcp/10.96.0.10:80': { '10.244.1.2:8080': 1, '10.244.2.2:8080': 1 } });
     expect(ipset.members('KUBE-CLUSTER-IP')).toEqual(['10.96.0.10,tcp:80']);
     expect(await link.listAddresses('kube-ipvs0')).toEqual(['10.96.0.10']);
-    expect(iptablesSyncs).toBe(1);
+    expect(iptables.restores).toBe(1);
     expect(health.snapshot().healthy).toBe(true);
     expect(await metrics.expose()).toMatch(/kube_ipvs_proxy_virtual_servers 1\n/);
   });
@@ -85,7 +84,7 @@ describe('IpvsProxier', () => {
     expect(ipvs.ops).toMatchObject({ addDestination: 1, updateDestination: 1, deleteDestination: 0, addService: 0 });
     expect(ipvs.calls.apply).toBe(1);
     expect(ipvs.dumpCount).toBe(0); // no kernel read at all (the drain is checked by the next sync, for that service only)
-    expect(iptablesSyncs).toBe(1);
+    expect(iptables.restores).toBe(1);
     expect(ipvs.weights()['tcp/10.96.1.7:80']).toEqual({ '10.244.1.2:8080': 1, '10.244.2.2:8080': 1, '10.244.3.2:8080': 0, '10.244.4.2:8080': 1 });
   });
 

@@ -100,26 +100,47 @@ describe('BoundedFrequencyRunner', () => {
     await h.runner.stop();
   });
 
-  it('runs at least every maxInterval with no requests, counted from the last sync', async () => {
-    const h = harness();
-    h.runner.start();
+  it('runs a periodic sync every maxInterval on its own schedule: requested syncs neither postpone it nor count as periodic', async () => {
+    const periodic: boolean[] = [];
+    const starts: number[] = [];
+    const sync2 = new BoundedFrequencyRunner((info) => void (starts.push(Date.now()), periodic.push(info.periodic)), {
+      minIntervalMs: MIN, maxIntervalMs: MAX, retryIntervalMs: RETRY, clock: fakeClock,
+    });
+    sync2.start();
     await advance(MAX - 1);
-    expect(h.sync).not.toHaveBeenCalled();
+    expect(starts).toEqual([]);
     await advance(1);
-    expect(h.starts).toEqual([MAX]);
-    await advance(MAX);
-    expect(h.starts).toEqual([MAX, 2 * MAX]);
+    expect(starts).toEqual([MAX]);
     await advance(10_000);
-    h.runner.run(); // a requested sync pushes the next periodic one back
+    sync2.run(); // a requested sync does not push the next periodic one back
     await advance(0);
-    await advance(MAX - 1);
-    expect(h.starts).toEqual([MAX, 2 * MAX, 2 * MAX + 10_000]);
+    await advance(MAX - 10_001);
+    expect(starts).toEqual([MAX, MAX + 10_000]);
     await advance(1);
-    expect(h.starts).toEqual([MAX, 2 * MAX, 2 * MAX + 10_000, 3 * MAX + 10_000]);
-    await h.runner.stop();
+    expect(starts).toEqual([MAX, MAX + 10_000, 2 * MAX]);
+    expect(periodic).toEqual([true, false, true]);
+    await sync2.stop();
   });
 
-  it('retries a failed sync after retryInterval, reports the error, and stops retrying on success', async () => {
+  it('under steady requests the periodic sync still happens on schedule (kube-proxy churn)', async () => {
+    const seen: Array<[number, boolean]> = [];
+    const runner = new BoundedFrequencyRunner((info) => void seen.push([Date.now(), info.periodic]), {
+      minIntervalMs: MIN, maxIntervalMs: MAX, retryIntervalMs: RETRY, clock: fakeClock,
+    });
+    runner.start();
+    for (let t = 0; t < 3 * MAX; t += 100) {
+      runner.run();
+      await advance(100);
+    }
+    const periodicAt = seen.filter(([, p]) => p).map(([t]) => t);
+    expect(periodicAt).toEqual([MAX, 2 * MAX, 3 * MAX]);
+    expect(periodicAt[0]).toBeLessThanOrEqual(MAX + MIN);
+    expect(periodicAt[1]! - periodicAt[0]!).toBeLessThanOrEqual(MAX + MIN);
+    expect(seen.length).toBeGreaterThan(10); // and the requests were served all along
+    await runner.stop();
+  });
+
+  it('retries a failed sync after retryInterval, doubling it per consecutive failure, and stops retrying on success', async () => {
     const boom = new Error('EBUSY');
     let calls = 0;
     const h = harness(() => {
@@ -134,12 +155,14 @@ describe('BoundedFrequencyRunner', () => {
     await advance(1);
     expect(h.starts).toEqual([0, RETRY]);
     expect(h.errors).toEqual([boom, boom]);
-    await advance(RETRY);
-    expect(h.starts).toEqual([0, RETRY, 2 * RETRY]);
-    await advance(MAX - 1); // succeeded: next is the periodic sync
+    await advance(2 * RETRY - 1); // the second failure in a row waits twice as long
+    expect(h.starts).toEqual([0, RETRY]);
+    await advance(1);
+    expect(h.starts).toEqual([0, RETRY, 3 * RETRY]);
+    await advance(MAX - 3 * RETRY - 1); // succeeded: next is the periodic sync, on its own schedule
     expect(h.starts).toHaveLength(3);
     await advance(1);
-    expect(h.starts).toEqual([0, RETRY, 2 * RETRY, 2 * RETRY + MAX]);
+    expect(h.starts).toEqual([0, RETRY, 3 * RETRY, MAX]);
     await h.runner.stop();
   });
 

@@ -1,9 +1,10 @@
-// KubernetesSource driving client-node's real informers against a fake API server over real
-// HTTP: lists with resourceVersion, chunked watch streams, disconnects, 410 Gone (as a watch
-// ERROR event and as an HTTP status), failing lists, malformed objects, stop().
+// KubernetesSource against a fake API server over real HTTP: paged lists (limit + continue,
+// expired continue tokens), chunked watch streams with bookmarks, resumes from the last
+// resourceVersion, 410 Gone (as a watch ERROR event and as an HTTP status), failing lists,
+// malformed objects, auth from the kubeconfig (token, token file, exec via client-node), stop().
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -11,7 +12,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
 import type { EndpointSlice, Node, Service } from '../../src/model/k8s.js';
 import type { ObjectError } from '../../src/model/service.js';
-import { KubernetesSource, loadKubeConfig } from '../../src/source/kubernetes.js';
+import { loadClientConfig } from '../../src/source/kube-config.js';
+import { KubernetesSource } from '../../src/source/kubernetes.js';
 import type { SourceHandler } from '../../src/source/types.js';
 
 type Obj = { metadata: { name: string; namespace?: string; resourceVersion?: string } & Record<string, unknown> } & Record<string, unknown>;
@@ -30,7 +32,14 @@ const LIST_KIND: Record<Resource, [string, string]> = {
 
 /** A tiny API server: one resourceVersion counter, an event log per resource, live watch streams. */
 class FakeApiServer {
+  /** Requests as `GET <url>`, without the watch's (random) timeoutSeconds. */
   readonly requests: string[] = [];
+  /** The Authorization header of every request. */
+  readonly auth: Array<string | undefined> = [];
+  /** Answer 401 to requests without this Authorization header. */
+  requireAuth: string | undefined;
+  /** The next this-many list requests with a continue token get 410 (the token expired). */
+  expireContinue = 0;
   readonly store: Record<Resource, Map<string, Obj>> = { services: new Map(), endpointslices: new Map(), nodes: new Map() };
   readonly #log: Record<Resource, Array<{ rv: number; type: string; object: Obj }>> = { services: [], endpointslices: [], nodes: [] };
   readonly #watches = new Set<{ resource: Resource; res: ServerResponse; fieldSelector: string | null }>();
@@ -110,7 +119,9 @@ class FakeApiServer {
   }
 
   #handle(req: IncomingMessage, res: ServerResponse): void {
-    this.requests.push(`${req.method} ${req.url}`);
+    this.requests.push(`${req.method} ${req.url?.replace(/&timeoutSeconds=\d+/, '')}`);
+    this.auth.push(req.headers.authorization);
+    if (this.requireAuth && req.headers.authorization !== this.requireAuth) return void res.writeHead(401, { 'content-type': 'application/json' }).end(JSON.stringify(status(401)));
     const url = new URL(req.url ?? '/', 'http://x');
     const resource = PATHS[url.pathname];
     if (!resource) return void res.writeHead(404).end();
@@ -118,17 +129,38 @@ class FakeApiServer {
     const watch = url.searchParams.get('watch');
     if (watch === 'true' || watch === '1') return this.#watch(resource, Number(url.searchParams.get('resourceVersion') || 0), fieldSelector, res);
     const held = this.#held.get(resource);
-    if (held) return void held.push(() => this.#list(resource, fieldSelector, res));
-    this.#list(resource, fieldSelector, res);
+    const page = { limit: Number(url.searchParams.get('limit') || 0), token: url.searchParams.get('continue') };
+    if (held) return void held.push(() => this.#list(resource, fieldSelector, page, res));
+    this.#list(resource, fieldSelector, page, res);
   }
 
-  #list(resource: Resource, fieldSelector: string | null, res: ServerResponse): void {
+  /** A list, paged when asked: the continue token is `<list rv>:<offset>` (keys sorted). */
+  #list(resource: Resource, fieldSelector: string | null, page: { limit: number; token: string | null }, res: ServerResponse): void {
     const fail = this.failLists[resource]?.shift();
     if (fail) return void res.writeHead(fail, { 'content-type': 'application/json' }).end(JSON.stringify(status(fail)));
+    if (page.token && this.expireContinue > 0) {
+      this.expireContinue--;
+      return void res.writeHead(410, { 'content-type': 'application/json' }).end(JSON.stringify(status(410)));
+    }
     const [apiVersion, kind] = LIST_KIND[resource];
-    const items = [...this.store[resource].values()].filter((o) => matches(o, fieldSelector));
+    const [rv, offset] = page.token ? page.token.split(':').map(Number) as [number, number] : [this.rv, 0];
+    const all = [...this.store[resource].values()].filter((o) => matches(o, fieldSelector)).sort((a, b) => keyOf(a).localeCompare(keyOf(b)));
+    const end = page.limit ? offset + page.limit : all.length;
+    const metadata = { resourceVersion: String(rv), ...(end < all.length ? { continue: `${rv}:${end}` } : {}) };
     res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ apiVersion, kind, metadata: { resourceVersion: String(this.rv) }, items }));
+    res.end(JSON.stringify({ apiVersion, kind, metadata, items: all.slice(offset, end) }));
+  }
+
+  /** Ends every watch of the resource with an ERROR event carrying `code`. */
+  watchError(resource: Resource, code: number): void {
+    for (const w of this.#watches) if (w.resource === resource) w.res.end(`${JSON.stringify({ type: 'ERROR', object: status(code) })}\n`);
+  }
+
+  /** Sends a BOOKMARK at the current resourceVersion on every watch of the resource. */
+  bookmark(resource: Resource): void {
+    const [apiVersion, kind] = LIST_KIND[resource];
+    const object = { apiVersion, kind: kind.replace(/List$/, ''), metadata: { resourceVersion: String(this.rv) } };
+    for (const w of this.#watches) if (w.resource === resource) w.res.write(`${JSON.stringify({ type: 'BOOKMARK', object })}\n`);
   }
 
   #watch(resource: Resource, from: number, fieldSelector: string | null, res: ServerResponse): void {
@@ -243,7 +275,7 @@ current-context: fake
 `;
 }
 
-function source(opts: { master?: string; listTimeoutMs?: number } = {}): { src: KubernetesSource; rec: Recorder; started: Promise<void> } {
+function source(opts: { master?: string; listTimeoutMs?: number; pageSize?: number } = {}): { src: KubernetesSource; rec: Recorder; started: Promise<void> } {
   const src = new KubernetesSource({ kubeconfig, nodeName: 'kip-node', backoff: { initialMs: 20, maxMs: 200 }, ...opts });
   sources.push(src);
   const rec = new Recorder();
@@ -273,17 +305,17 @@ describe('initial sync', () => {
     expect(rec.events.at(-1)).toBe('synced');
     expect(rec.services.get('demo/web')?.spec.ports[0]).toMatchObject({ name: 'http', port: 80, protocol: 'TCP', targetPort: 8080 });
     expect(rec.node?.status.addresses).toEqual([{ type: 'InternalIP', address: '10.250.0.1' }]);
-    // What client-node 1.x asks for: plain lists, then watches from the list's resourceVersion.
+    // Paged lists, then watches with bookmarks from the list's resourceVersion.
     await until(() => api.openWatches, (n) => n === 3);
-    expect(api.requests.slice(0, 3).sort()).toEqual([
-      'GET /api/v1/nodes?fieldSelector=metadata.name%3Dkip-node',
-      'GET /api/v1/services',
-      'GET /apis/discovery.k8s.io/v1/endpointslices',
+    expect(api.requests.filter((r) => !r.includes('watch=')).sort()).toEqual([
+      'GET /api/v1/nodes?limit=500&fieldSelector=metadata.name%3Dkip-node',
+      'GET /api/v1/services?limit=500',
+      'GET /apis/discovery.k8s.io/v1/endpointslices?limit=500',
     ]);
-    expect(api.requests.slice(3).sort()).toEqual([
-      'GET /api/v1/nodes?watch=true&resourceVersion=6&fieldSelector=metadata.name%3Dkip-node',
-      'GET /api/v1/services?watch=true&resourceVersion=6',
-      'GET /apis/discovery.k8s.io/v1/endpointslices?watch=true&resourceVersion=6',
+    expect(api.requests.filter((r) => r.includes('watch=')).sort()).toEqual([
+      'GET /api/v1/nodes?watch=true&allowWatchBookmarks=true&resourceVersion=6&fieldSelector=metadata.name%3Dkip-node',
+      'GET /api/v1/services?watch=true&allowWatchBookmarks=true&resourceVersion=6',
+      'GET /apis/discovery.k8s.io/v1/endpointslices?watch=true&allowWatchBookmarks=true&resourceVersion=6',
     ]);
   });
 
@@ -328,7 +360,7 @@ describe('watch', () => {
     api.put('services', svc('late', '10.96.0.99'));
     await until(() => rec.events, (e) => e.includes('svc demo/late'));
     expect(listsOf('/api/v1/services')).toHaveLength(1);
-    expect(watchesOf('/api/v1/services').at(-1)).toBe(`GET /api/v1/services?watch=true&resourceVersion=${rv}`);
+    expect(watchesOf('/api/v1/services').at(-1)).toBe(`GET /api/v1/services?watch=true&allowWatchBookmarks=true&resourceVersion=${rv}`);
   });
 
   it.each(['event', 'http'] as const)('relists after 410 Gone (as %s) and delivers what changed meanwhile, deletions included', async (goneAs) => {
@@ -356,6 +388,134 @@ describe('watch', () => {
     api.put('services', svc('d', '10.96.0.4'));
     await until(() => rec.events, (e) => e.includes('svc demo/d'));
     expect(rec.events.filter((e) => e === 'synced')).toEqual([]);
+  });
+});
+
+describe('paging and bookmarks', () => {
+  it('lists in pages of `limit`, following continue tokens, and syncs after the last page', async () => {
+    for (let i = 0; i < 7; i++) api.put('services', svc(`s${i}`, `10.96.0.${i + 1}`));
+    const { rec, started } = source({ pageSize: 3 });
+    await started;
+    expect(listsOf('/api/v1/services')).toEqual([
+      'GET /api/v1/services?limit=3',
+      'GET /api/v1/services?limit=3&continue=8%3A3',
+      'GET /api/v1/services?limit=3&continue=8%3A6',
+    ]);
+    expect(rec.services.size).toBe(7);
+    expect(rec.events.at(-1)).toBe('synced');
+    await until(() => api.openWatches, (n) => n === 3);
+    expect(watchesOf('/api/v1/services')).toEqual(['GET /api/v1/services?watch=true&allowWatchBookmarks=true&resourceVersion=8']);
+  });
+
+  it('restarts a list whose continue token expired (410), delivering each object once', async () => {
+    for (let i = 0; i < 5; i++) api.put('services', svc(`s${i}`, `10.96.0.${i + 1}`));
+    api.expireContinue = 1;
+    const { rec, started } = source({ pageSize: 2 });
+    await started;
+    expect(listsOf('/api/v1/services').filter((r) => !r.includes('continue'))).toHaveLength(2);
+    expect(rec.events.filter((e) => e.startsWith('svc')).sort()).toEqual(['svc demo/s0', 'svc demo/s1', 'svc demo/s2', 'svc demo/s3', 'svc demo/s4']);
+  });
+
+  it('bookmarks move the resourceVersion: a closed watch resumes from the bookmark, past compacted history', async () => {
+    api.put('services', svc('web', '10.96.0.10'));
+    const { rec, started } = source();
+    await started;
+    await until(() => api.openWatches, (n) => n === 3);
+    // Changes to other resources move the global resourceVersion; the services watch sees only a bookmark.
+    for (let i = 0; i < 5; i++) api.put('endpointslices', slice(`other-${i}`, 'other', ['10.244.9.9']), true);
+    api.bookmark('services');
+    const bookmarked = api.rv;
+    await sleep(50);
+    api.compactedRv = bookmarked; // a resume from the list's resourceVersion would now get 410
+    api.closeWatches();
+    await until(() => watchesOf('/api/v1/services'), (w) => w.length === 2);
+    expect(watchesOf('/api/v1/services')[1]).toBe(`GET /api/v1/services?watch=true&allowWatchBookmarks=true&resourceVersion=${bookmarked}`);
+    await until(() => api.openWatches, (n) => n >= 1);
+    api.put('services', svc('late', '10.96.0.99'));
+    await until(() => rec.events, (e) => e.includes('svc demo/late'));
+    expect(listsOf('/api/v1/services')).toHaveLength(1);
+  });
+
+  it('a watch ERROR other than 410 is retried from the same resourceVersion, without relisting', async () => {
+    api.put('services', svc('web', '10.96.0.10'));
+    const { rec, started } = source();
+    await started;
+    await until(() => api.openWatches, (n) => n === 3);
+    api.put('services', svc('dns', '10.96.0.53'));
+    await until(() => rec.events, (e) => e.includes('svc demo/dns'));
+    const rv = api.rv;
+    api.watchError('services', 500);
+    await until(() => watchesOf('/api/v1/services'), (w) => w.length === 2);
+    expect(watchesOf('/api/v1/services')[1]).toBe(`GET /api/v1/services?watch=true&allowWatchBookmarks=true&resourceVersion=${rv}`);
+    expect(listsOf('/api/v1/services')).toHaveLength(1);
+  });
+
+  it('delivers the compact form: no managedFields, no last-applied annotation, other annotations kept', async () => {
+    const o = svc('web', '10.96.0.10');
+    Object.assign(o.metadata, {
+      managedFields: [{ manager: 'kubectl', fieldsV1: { 'f:spec': {} } }],
+      annotations: { 'kubectl.kubernetes.io/last-applied-configuration': '{"big":"copy"}', 'kube-ipvs-proxy.io/scheduler': 'wrr' },
+    });
+    api.put('services', o);
+    const { rec, started } = source();
+    await started;
+    const got = rec.services.get('demo/web')!;
+    expect(got.metadata).not.toHaveProperty('managedFields');
+    expect(got.metadata).not.toHaveProperty('creationTimestamp');
+    expect(got.metadata.annotations).toEqual({ 'kube-ipvs-proxy.io/scheduler': 'wrr' });
+  });
+});
+
+describe('auth', () => {
+  it('sends the kubeconfig token, and a token file\'s content', async () => {
+    api.requireAuth = 'Bearer s3cret';
+    await writeFile(kubeconfig, kubeconfigFor(api.url).replace('user: {}', 'user: { token: s3cret }'));
+    const { rec, started } = source();
+    await started;
+    expect(rec.events).toContain('synced');
+    expect(new Set(api.auth)).toEqual(new Set(['Bearer s3cret']));
+    await writeFile(join(dir, 'token'), 'from-file\n');
+    await writeFile(kubeconfig, kubeconfigFor(api.url).replace('user: {}', 'user: { tokenFile: token }'));
+    const cfg = loadClientConfig({ kubeconfig });
+    const opts: { headers?: Record<string, string> } = {};
+    await cfg.apply(opts);
+    expect(opts.headers?.authorization).toBe('Bearer from-file');
+  });
+
+  it('hands an exec plugin to client-node, whose credential is sent', async () => {
+    const plugin = join(dir, 'cred.sh');
+    await writeFile(plugin, `#!/bin/sh\necho '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"from-exec"}}'\n`);
+    await chmod(plugin, 0o755);
+    const user = `user: { exec: { apiVersion: client.authentication.k8s.io/v1, command: "${plugin}", interactiveMode: Never } }`;
+    await writeFile(kubeconfig, kubeconfigFor(api.url).replace('user: {}', user));
+    api.requireAuth = 'Bearer from-exec';
+    api.put('services', svc('web', '10.96.0.10'));
+    const { rec, started } = source();
+    await started;
+    expect(rec.events).toContain('svc demo/web');
+    expect(loadClientConfig({ kubeconfig }).auth).toBe('client-node');
+  });
+
+  it('applies TLS from the kubeconfig (CA, client certificate, insecure, server name) and in-cluster addresses', async () => {
+    const b64 = (t: string): string => Buffer.from(t).toString('base64');
+    await writeFile(join(dir, 'client.key'), 'KEY');
+    await writeFile(
+      kubeconfig,
+      `apiVersion: v1
+clusters: [{ name: c, cluster: { server: "https://api.example:6443/", certificate-authority-data: ${b64('CA')}, tls-server-name: kube } }]
+users: [{ name: u, user: { client-certificate-data: ${b64('CERT')}, client-key: client.key } }]
+contexts: [{ name: x, context: { cluster: c, user: u } }]
+current-context: x
+`,
+    );
+    const cfg = loadClientConfig({ kubeconfig });
+    expect(cfg).toMatchObject({ server: 'https://api.example:6443', auth: 'client-certificate' });
+    const opts: Record<string, unknown> = {};
+    await cfg.apply(opts);
+    expect({ ca: String(opts.ca), cert: String(opts.cert), key: String(opts.key), servername: opts.servername }).toEqual({ ca: 'CA', cert: 'CERT', key: 'KEY', servername: 'kube' });
+    expect(loadClientConfig({}, { KUBERNETES_SERVICE_HOST: 'fd00::1', KUBERNETES_SERVICE_PORT: '6443' })).toMatchObject({ server: 'https://[fd00::1]:6443' });
+    await writeFile(kubeconfig, 'apiVersion: v1\ncurrent-context: nope\ncontexts: []\n');
+    expect(() => loadClientConfig({ kubeconfig })).toThrow(/contexts: no entry named "nope"/);
   });
 });
 
@@ -422,8 +582,7 @@ describe('config and stop', () => {
     const { rec, started } = source({ master: api.url });
     await started;
     expect(rec.events).toContain('svc demo/web');
-    const kc = loadKubeConfig({ master: 'https://10.0.0.1:6443' });
-    expect(kc.getCurrentCluster()).toMatchObject({ server: 'https://10.0.0.1:6443', skipTLSVerify: false });
+    expect(loadClientConfig({ master: 'https://10.0.0.1:6443' }, {})).toMatchObject({ server: 'https://10.0.0.1:6443' });
   });
 
   it('rejects start() when there is no config at all (no kubeconfig, no --master, not in a cluster)', async () => {

@@ -146,13 +146,13 @@ describe('initial read', () => {
 });
 
 describe('errors', () => {
-  it('reports broken YAML with the file and line; other files are delivered', async () => {
-    await write('a.yaml', 'kind: Service\nmetadata: {name: x\nspec: [1,\n');
+  it('reports broken YAML with the file, document and line; other documents and files are delivered', async () => {
+    await write('a.yaml', docs(svc('ok', '10.96.0.1'), 'kind: Service\nmetadata: {name: x\nspec: [1,\n'));
     await write('b.yaml', svc('web', '10.96.0.10'));
     const { rec } = await start();
-    expect(rec.events).toHaveLength(4);
-    expect(rec.events[0]).toMatch(new RegExp(`^error ${join(dir, 'a.yaml')}: invalid YAML: .* at line \\d+, column \\d+`));
-    expect(rec.events.slice(1)).toEqual(['svc demo/web', 'node-', 'synced']);
+    expect(rec.events).toHaveLength(5);
+    expect(rec.events[0]).toMatch(new RegExp(`^error ${join(dir, 'a.yaml')}#1: invalid YAML: .* at line (9|10), column \\d+$`));
+    expect(rec.events.slice(1)).toEqual(['svc demo/ok', 'svc demo/web', 'node-', 'synced']);
   });
 
   it('names file, document, kind, object and field path of an invalid object; the rest of the file is delivered', async () => {
@@ -242,7 +242,7 @@ describe('watch', () => {
     let mark = rec.events.length;
     await write('s.yaml', 'kind: Service\n  metadata: [\n');
     await write('other.yaml', svc('x', '10.96.0.19'));
-    let e = await rec.until(mark, (ev) => ev.some((x) => x.startsWith(`error ${f}: invalid YAML`)) && ev.includes('svc demo/x'));
+    let e = await rec.until(mark, (ev) => ev.some((x) => x.startsWith(`error ${f}#0: invalid YAML`)) && ev.includes('svc demo/x'));
     expect(e.filter((x) => !x.startsWith('error'))).toEqual(['svc demo/x']);
     expect([...rec.services.keys()].sort()).toEqual(['demo/a', 'demo/b', 'demo/c', 'demo/x']);
 

@@ -1,5 +1,5 @@
 import { spawnExec, type Exec } from './exec.js';
-import type { Backend, Family, Table } from './types.js';
+import type { Backend, Family } from './types.js';
 
 /** The lock file legacy iptables uses unless XTABLES_LOCKFILE says otherwise. */
 export const DEFAULT_XTABLES_LOCK = '/run/xtables.lock';
@@ -20,12 +20,14 @@ export function defaultBinaries(backend: Backend, family: Family): Binaries {
   return { save: `${base}-${backend}-save`, restore: `${base}-${backend}-restore`, iptables: `${base}-${backend}` };
 }
 
-/** The save binaries that backend detection reads. */
+/** The binaries that backend detection runs: the save tools, and the IPv4 restore tools for the probe. */
 export interface DetectBinaries {
   nftSave: string;
   nftSave6: string;
   legacySave: string;
   legacySave6: string;
+  nftRestore: string;
+  legacyRestore: string;
 }
 
 const DETECT_DEFAULTS: DetectBinaries = {
@@ -33,23 +35,60 @@ const DETECT_DEFAULTS: DetectBinaries = {
   nftSave6: 'ip6tables-nft-save',
   legacySave: 'iptables-legacy-save',
   legacySave6: 'ip6tables-legacy-save',
+  nftRestore: 'iptables-nft-restore',
+  legacyRestore: 'iptables-legacy-restore',
 };
 
 /** Options of {@link detectBackend}. */
 export interface DetectOptions {
   exec?: Exec;
   binaries?: Partial<DetectBinaries>;
-  /** Per-command time limit (iptables-nft 1.8.3 could loop forever). Default 5 s. */
+  /** Per-command time limit (iptables-nft 1.8.3 could loop forever). Default 30 s. */
   timeoutMs?: number;
+  /**
+   * Also prove that the preferred backend can program the nat and filter tables by restoring
+   * {@link PROBE_INPUT} (a write, though it leaves no rule). Without it, a backend is usable
+   * when its iptables-save works.
+   */
+  probe?: boolean;
 }
 
 /** Why {@link detectBackend} chose what it chose. */
 export interface Detection {
+  /** The backend to use. */
   backend: Backend;
+  /** Why the preferred backend was preferred (kubelet's hint, rule counts, or the default nft). */
   reason: 'hint-nft' | 'hint-legacy' | 'more-rules' | 'default';
   nftRules: number;
   legacyRules: number;
+  /**
+   * Backends that failed the probe, with the tool's message. When the preferred one is here,
+   * `backend` is the other one; when both are, `backend` is the preferred one anyway.
+   */
+  unusable: Partial<Record<Backend, string>>;
+  /** The chosen backend's full iptables-save output per family, where detection read it. */
+  saved: Partial<Record<Family, string>>;
 }
+
+/**
+ * The probe: in one transaction per table, a chain in nat with a jump to it from POSTROUTING
+ * (which needs the nat table and its base chains, as every sync does) and a chain in filter,
+ * all deleted again before COMMIT. Nothing stays but the tables and their built-in chains,
+ * which the proxy's first sync creates anyway.
+ */
+export const PROBE_INPUT = [
+  '*nat',
+  ':KUBE-PROXY-PROBE - [0:0]',
+  '-A POSTROUTING -m comment --comment "kube-ipvs-proxy backend probe" -j KUBE-PROXY-PROBE',
+  '-D POSTROUTING -m comment --comment "kube-ipvs-proxy backend probe" -j KUBE-PROXY-PROBE',
+  '-X KUBE-PROXY-PROBE',
+  'COMMIT',
+  '*filter',
+  ':KUBE-PROXY-PROBE - [0:0]',
+  '-X KUBE-PROXY-PROBE',
+  'COMMIT',
+  '',
+].join('\n');
 
 function hasHint(saveOutput: string): boolean {
   return saveOutput.split('\n').some((l) => KUBELET_HINT_CHAINS.some((c) => l.startsWith(`:${c} `)));
@@ -59,36 +98,73 @@ function countRules(saveOutput: string): number {
   return saveOutput.split('\n').filter((l) => l.startsWith('-') || /^\[\d+:\d+\] -/.test(l)).length;
 }
 
+/** The first lines of a tool's complaint, on one line. */
+function firstLines(text: string): string {
+  return text.trim().split('\n').map((l) => l.trim()).filter(Boolean).slice(0, 3).join('; ').slice(0, 300);
+}
+
 /**
- * Picks nft or legacy the way kubernetes-sigs/iptables-wrappers does: kubelet's hint chains in
- * mangle (iptables-nft-save -t mangle, then a full iptables-legacy-save, which must not be asked
- * for mangle lest the kernel create it), else whichever backend holds more rules, else nft.
- * Failing commands count as empty output.
+ * Picks nft or legacy the way kubernetes-sigs/iptables-wrappers does: kubelet's hint chains
+ * (KUBE-IPTABLES-HINT, KUBE-KUBELET-CANARY), else whichever backend holds more rules, else nft.
+ * Reads full iptables-saves (a full save creates no table; `iptables-legacy-save -t mangle`
+ * would), both backends' at once: IPv4, then (unless nft's has a hint) IPv6. Failing
+ * commands count as empty output. The preferred backend must then be usable (its IPv4 save
+ * worked and, with `probe`, it holds nat and filter tables already or restores
+ * {@link PROBE_INPUT}), else the other one is used if it is.
  */
 export async function detectBackendWithReason(opts: DetectOptions = {}): Promise<Detection> {
   const exec = opts.exec ?? spawnExec;
   const bin = { ...DETECT_DEFAULTS, ...opts.binaries };
   // Generous: a timeout reads as "no rules" and could pick the wrong backend on a slow node.
   const timeoutMs = opts.timeoutMs ?? 30_000;
-  const run = async (file: string, args: string[]): Promise<string> => {
+  type Outcome = { stdout: string; error: string | null };
+  /** A command's stdout, or why it failed. */
+  const run = async (file: string, args: string[], input?: string): Promise<Outcome> => {
     try {
-      const r = await exec(file, args, { timeoutMs });
-      return r.code === 0 ? r.stdout : '';
-    } catch {
-      return '';
+      const r = await exec(file, args, { timeoutMs, input });
+      if (r.code === 0) return { stdout: r.stdout, error: null };
+      const why = firstLines(r.stderr) || (r.code === null ? `killed by ${r.signal ?? 'signal'}` : `exit code ${r.code}`);
+      return { stdout: '', error: `${file}: ${why}` };
+    } catch (e) {
+      return { stdout: '', error: `${file}: ${(e as Error).message}` };
     }
   };
-  for (const file of [bin.nftSave, bin.nftSave6]) {
-    if (hasHint(await run(file, ['-t', 'mangle' satisfies Table]))) {
-      return { backend: 'nft', reason: 'hint-nft', nftRules: 0, legacyRules: 0 };
-    }
+  const [nft4, legacy4] = await Promise.all([run(bin.nftSave, []), run(bin.legacySave, [])]);
+  let preferred: Omit<Detection, 'unusable' | 'saved'>;
+  let nft6: Outcome | null = null;
+  let legacy6: Outcome | null = null;
+  if (hasHint(nft4.stdout)) preferred = { backend: 'nft', reason: 'hint-nft', nftRules: 0, legacyRules: 0 };
+  else {
+    // An nft hint in IPv6 still beats a legacy one; legacy's IPv6 rules matter only without a hint.
+    const legacyHint = hasHint(legacy4.stdout);
+    [nft6, legacy6] = await Promise.all([run(bin.nftSave6, []), legacyHint ? null : run(bin.legacySave6, [])]);
+    const nftRules = countRules(nft4.stdout) + countRules(nft6!.stdout);
+    const legacyRules = countRules(legacy4.stdout) + countRules(legacy6?.stdout ?? '');
+    if (hasHint(nft6!.stdout)) preferred = { backend: 'nft', reason: 'hint-nft', nftRules: 0, legacyRules: 0 };
+    else if (legacyHint || hasHint(legacy6?.stdout ?? '')) preferred = { backend: 'legacy', reason: 'hint-legacy', nftRules: 0, legacyRules: 0 };
+    else if (legacyRules > nftRules) preferred = { backend: 'legacy', reason: 'more-rules', nftRules, legacyRules };
+    else preferred = { backend: 'nft', reason: nftRules > 0 ? 'more-rules' : 'default', nftRules, legacyRules };
   }
-  const legacy = [await run(bin.legacySave, []), await run(bin.legacySave6, [])];
-  if (legacy.some(hasHint)) return { backend: 'legacy', reason: 'hint-legacy', nftRules: 0, legacyRules: 0 };
-  const legacyRules = legacy.reduce((n, s) => n + countRules(s), 0);
-  const nftRules = countRules(await run(bin.nftSave, [])) + countRules(await run(bin.nftSave6, []));
-  if (legacyRules > nftRules) return { backend: 'legacy', reason: 'more-rules', nftRules, legacyRules };
-  return { backend: 'nft', reason: nftRules > 0 ? 'more-rules' : 'default', nftRules, legacyRules };
+
+  // Usable: its IPv4 save worked and, with `probe`, it already has nat and filter tables (it
+  // could create them) or it restores the probe.
+  const check = async (backend: Backend): Promise<string | null> => {
+    const saved = backend === 'nft' ? nft4 : legacy4;
+    if (saved.error !== null) return saved.error;
+    if (!opts.probe || (/^\*nat$/m.test(saved.stdout) && /^\*filter$/m.test(saved.stdout))) return null;
+    return (await run(backend === 'nft' ? bin.nftRestore : bin.legacyRestore, ['-w', '5', '--noflush'], PROBE_INPUT)).error;
+  };
+  const savedBy = (backend: Backend): Partial<Record<Family, string>> => {
+    const [v4, v6] = backend === 'nft' ? [nft4, nft6] : [legacy4, legacy6];
+    return { ...(v4.error === null ? { ipv4: v4.stdout } : {}), ...(v6 && v6.error === null ? { ipv6: v6.stdout } : {}) };
+  };
+  const first = await check(preferred.backend);
+  if (first === null) return { ...preferred, unusable: {}, saved: savedBy(preferred.backend) };
+  const other: Backend = preferred.backend === 'nft' ? 'legacy' : 'nft';
+  const second = await check(other);
+  const unusable = { [preferred.backend]: first, ...(second === null ? {} : { [other]: second }) };
+  const backend = second === null ? other : preferred.backend;
+  return { ...preferred, backend, unusable, saved: savedBy(backend) };
 }
 
 /** {@link detectBackendWithReason}, backend only. */

@@ -59,6 +59,8 @@ export interface IpvsClient {
   apply(ops: readonly IpvsOp[]): Promise<IpvsResult[]>;
   listServices(options?: ReadOptions): Promise<ServiceStatus[]>;
   listDestinations(service: ServiceKey, options?: ReadOptions): Promise<DestinationStatus[]>;
+  /** The destinations of several services, pipelined (one dump each, empty for a missing service). */
+  listDestinationsMany(services: readonly ServiceKey[], options?: ReadOptions): Promise<DestinationStatus[][]>;
   /** Every service with its destinations (1 + N dumps, in one trip to the addon's thread). */
   dumpAll(options?: ReadOptions): Promise<ServiceWithDestinations[]>;
   flush(): Promise<void>;
@@ -222,6 +224,18 @@ export class NetlinkIpvsClient implements IpvsClient {
       omitFor(options),
     );
     return msgs.map((m) => parseDestination((m.attrs as { dest?: object }).dest ?? {}, service.family));
+  }
+
+  async listDestinationsMany(services: readonly ServiceKey[], options?: ReadOptions): Promise<DestinationStatus[][]> {
+    for (const s of services) check(serviceKeySchema, s, 'ipvs.listDestinations', 'service');
+    if (services.length === 0) return [];
+    const dumps = await this.conn.dumpMany(
+      'ipvs',
+      services.map((s) => this.req(C.IPVS_CMD_GET_DEST!, { service: serviceKeyAttrs(s) })),
+      'ipvs.listDestinations',
+      omitFor(options),
+    );
+    return services.map((s, i) => dumps[i]!.map((m) => parseDestination((m.attrs as { dest?: object }).dest ?? {}, s.family)));
   }
 
   async dumpAll(options?: ReadOptions): Promise<ServiceWithDestinations[]> {

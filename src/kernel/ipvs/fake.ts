@@ -246,6 +246,12 @@ export class FakeIpvsClient implements IpvsClient {
     return s ? this.destinations(s, options) : [];
   }
 
+  async listDestinationsMany(services: readonly ServiceKey[], options?: ReadOptions): Promise<DestinationStatus[][]> {
+    const out: DestinationStatus[][] = [];
+    for (const s of services) out.push(await this.listDestinations(s, options));
+    return out;
+  }
+
   async dumpAll(options?: ReadOptions): Promise<ServiceWithDestinations[]> {
     this.enter('dumpAll');
     return [...this.table.values()].map((s) => ({ ...this.serviceStatus(s, options), destinations: this.destinations(s, options) }));

@@ -2,6 +2,7 @@
 import { z } from 'zod';
 
 import { familyOf, type Family } from '../../model/ip.js';
+import { SERVICE_FLAGS, type ServiceFlag } from '../../model/service.js';
 
 /** Transport protocols IPVS balances. */
 export const PROTOCOLS = ['tcp', 'udp', 'sctp'] as const;
@@ -13,20 +14,8 @@ export const FORWARD_METHODS = ['masq', 'local', 'tunnel', 'route'] as const;
 /** A forwarding method. */
 export type ForwardMethod = (typeof FORWARD_METHODS)[number];
 
-/** Service flags, named as ipvsadm prints them; flag-N are scheduler flags of other schedulers. */
-export const SERVICE_FLAGS = [
-  'persistent',
-  'ops',
-  'sh-fallback',
-  'sh-port',
-  'mh-fallback',
-  'mh-port',
-  'flag-1',
-  'flag-2',
-  'flag-3',
-] as const;
-/** A service flag. */
-export type ServiceFlag = (typeof SERVICE_FLAGS)[number];
+// Service flags belong to the model (a Service's scheduler flags); re-exported for the kernel layer.
+export { SERVICE_FLAGS, type ServiceFlag };
 
 /** Schedulers shipped with Linux; any other name the kernel registers is accepted too. */
 export const KNOWN_SCHEDULERS = ['rr', 'wrr', 'lc', 'wlc', 'lblc', 'lblcr', 'dh', 'sh', 'sed', 'nq', 'mh', 'fo', 'ovf', 'twos'] as const;

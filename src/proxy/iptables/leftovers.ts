@@ -5,7 +5,7 @@
 // references them any more) and its dummy link.
 import type { IpsetClient } from '../../kernel/ipset/types.js';
 import type { IpvsClient } from '../../kernel/ipvs/client.js';
-import { renderCommand, ruleTarget, sameRule, tokenize, type Iptables, type JumpSpec, type TableSpec } from '../../kernel/iptables.js';
+import { renderCommand, ruleTarget, sameRule, tokenize, type Family, type Iptables, type JumpSpec, type TableSpec } from '../../kernel/iptables.js';
 import type { LinkClient } from '../../kernel/link.js';
 import { inCidr } from '../../model/ip.js';
 import type { Config } from '../../config.js';
@@ -61,14 +61,14 @@ export async function removeStaleJumps(ipt: Iptables, specs: readonly TableSpec[
  * iptables-save (it creates no table), a restore only when one is found. Returns the deleted
  * lines as `table: -A …`.
  */
-export async function removeIptablesModeJumps(ipt: Iptables, keep: readonly JumpSpec[]): Promise<string[]> {
+export async function removeIptablesModeJumps(ipt: Iptables, keep: readonly JumpSpec[], savedText?: string): Promise<string[]> {
   const doomed = (Object.entries(JUMPS) as Array<['nat' | 'filter', readonly JumpSpec[]]>).flatMap(([table, jumps]) =>
     jumps.filter((j) => !keep.some((k) => k.chain === j.chain && sameRule(k.rule, j.rule))).map((j) => ({ table, ...j })),
   );
   const tables = [...new Set(doomed.map((d) => d.table))];
   if (tables.length === 0) return [];
-  // A full iptables-save: asking for one table could make the kernel create it.
-  const owned = await ipt.saveOwned(tables);
+  // A full iptables-save (asking for one table could make the kernel create it), or one just read.
+  const owned = await ipt.saveOwned(tables, savedText);
   const removed: string[] = [];
   const input: string[] = [];
   for (const table of tables) {
@@ -86,20 +86,27 @@ export async function removeIptablesModeJumps(ipt: Iptables, keep: readonly Jump
 }
 
 /**
- * At the IPVS mode's start: {@link removeIptablesModeJumps} for each family, keeping the IPVS
- * mode's own jumps. Failures are logged, never thrown (the IPVS proxier does not depend on it).
+ * At the IPVS mode's start: {@link removeIptablesModeJumps} for each family (the families at
+ * once; from `saved`, backend detection's iptables-save output, where it has it), keeping the
+ * IPVS mode's own jumps. Failures are logged, never thrown (the IPVS proxier
+ * does not depend on it).
  */
-export async function removeIptablesModeLeftovers(ipts: ReadonlyArray<Iptables | null>, config: Config, logger: Logger): Promise<void> {
-  for (const ipt of ipts) {
-    if (!ipt) continue;
+export async function removeIptablesModeLeftovers(
+  ipts: ReadonlyArray<Iptables | null>,
+  config: Config,
+  logger: Logger,
+  saved: Partial<Record<Family, string>> = {},
+): Promise<void> {
+  const one = async (ipt: Iptables): Promise<void> => {
     const keep = ipvsModeRules({ config, nodeName: '', nodePortAddresses: [] }, ipt.family, new Set()).flatMap((t) => t.jumps ?? []);
     try {
-      const removed = await removeIptablesModeJumps(ipt, keep);
+      const removed = await removeIptablesModeJumps(ipt, keep, saved[ipt.family]);
       if (removed.length > 0) logger.info({ family: ipt.family, rules: removed }, 'removed jumps left by the iptables mode');
     } catch (e) {
       logger.warn({ family: ipt.family, err: (e as Error).message }, 'cannot check for jumps left by the iptables mode');
     }
-  }
+  };
+  await Promise.all(ipts.flatMap((ipt) => (ipt ? [one(ipt)] : [])));
 }
 
 /** What {@link removeIpvsLeftovers} works with; a missing client skips its step. */

@@ -26,7 +26,7 @@ import { ErrorReporter, EVENT_REASON, healthCheckErrors, trackerHandler } from '
 import { formatCidr, parseCidr } from '../ipvs/desired-net.js';
 import { masqueradeMark } from '../ipvs/rules.js';
 import { applySysctls } from '../ipvs/sysctl.js';
-import { UdpConntrack, type ConntrackRunner } from './conntrack.js';
+import { UdpConntrack, type ConntrackRunner } from '../conntrack.js';
 import { removeIpvsLeftovers, removeStaleJumps } from './leftovers.js';
 import { renderPartialRestore } from './restore.js';
 import { fixedChains, iptablesModeSpecs, LARGE_CLUSTER_ENDPOINTS, serviceRules, type RulesContext, type ServiceRules } from './rules.js';

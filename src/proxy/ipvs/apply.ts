@@ -5,7 +5,8 @@ import { NetlinkError, isExist, isNotFound } from '../../kernel/errors.js';
 import { opObject, type IpvsOp, type IpvsResult } from '../../kernel/ipvs/client.js';
 import { bitsToFlags, flagsToBits } from '../../kernel/ipvs/codec.js';
 import { destinationId, serviceId, type Destination, type VirtualService } from '../../kernel/ipvs/types.js';
-import { emptyDelta, type DesiredDelta } from './index.js';
+import { classify } from './errors.js';
+import { emptyDelta, type DesiredDelta } from './desired-index.js';
 import type { KernelClients } from './observe.js';
 import type { Plan } from './plan.js';
 import type { ObservedState } from './types.js';
@@ -34,6 +35,10 @@ export interface ApplyResult {
   retry: boolean;
   /** The objects to compare on the retry (failed ones, and virtual servers found in an unexpected state). */
   retryScope: DesiredDelta;
+  /** Objects the kernel refused for good (see errors.ts): not retried before the next full sync. */
+  refused: Array<{ object: string; error: Error }>;
+  /** The dummy link was missing (ENODEV): the next sync re-creates it and binds every address again. */
+  linkMissing: boolean;
 }
 
 type ObservedDest = Destination & { activeConns?: number; inactiveConns?: number };
@@ -47,31 +52,27 @@ function plain(d: Destination): Destination {
   return { address: d.address, port: d.port, forward: d.forward, weight: d.weight, upperThreshold: d.upperThreshold, lowerThreshold: d.lowerThreshold };
 }
 
-/**
- * Errors that another attempt may fix. Not: input the clients reject (ValidationError), and
- * an unknown scheduler or persistence engine (ENOENT on add/update service), which the next
- * full sync tries again.
- */
-function retryable(op: string, e: unknown): boolean {
-  if (!(e instanceof NetlinkError)) return false;
-  return !((op === 'ipvs.addService' || op === 'ipvs.updateService') && e.code === 'ENOENT');
-}
-
 /** Applies one plan; see the file comment. */
 class Applier {
   readonly errors: ApplyResult['errors'] = [];
   readonly counts: ApplyCounts = { ipvsOps: 0, ipvsCalls: 0, ipsetEntries: 0, ipsetCalls: 0, addresses: 0, linkCalls: 0, followUps: 0 };
   readonly retryScope = emptyDelta();
+  readonly refused: ApplyResult['refused'] = [];
   retry = false;
+  linkMissing = false;
 
   constructor(
     private readonly clients: KernelClients,
     private readonly observed: ObservedState,
   ) {}
 
-  fail(object: string, error: Error, op: string): void {
+  /** Records a failure; returns its class (a refusal is not retried before the next full sync). */
+  fail(object: string, error: Error, op: string): ReturnType<typeof classify> {
     this.errors.push({ object, error });
-    if (retryable(op, error)) this.retry = true;
+    const c = classify(op, error);
+    if (c === 'refused') this.refused.push({ object, error });
+    else this.retry = true;
+    return c;
   }
 
   private retryEntry(set: string, entry: string): void {
@@ -103,8 +104,8 @@ class Applier {
       try {
         results = await this.clients.ipset[kind](set, entries);
       } catch (e) {
-        this.fail(set, e as Error, `ipset.${kind}`);
-        this.retry = true;
+        // A missing set (someone destroyed it): forget it, so the next plan creates and fills it.
+        if (this.fail(set, e as Error, `ipset.${kind}`) === 'stale') this.observed.ipsets.delete(set);
         for (const entry of entries) this.retryEntry(set, entry);
         continue;
       }
@@ -117,8 +118,7 @@ class Applier {
           else have?.delete(entry);
           return;
         }
-        this.fail(`${set} ${entry}`, r.error, `ipset.${kind}`);
-        this.retryEntry(set, entry);
+        if (this.fail(`${set} ${entry}`, r.error, `ipset.${kind}`) !== 'refused') this.retryEntry(set, entry);
       });
     }
   }
@@ -133,20 +133,26 @@ class Applier {
       results = kind === 'add' ? await link.addAddresses(dummyName, addresses) : await link.deleteAddresses(dummyName, addresses);
     } catch (e) {
       this.fail(`${dummyName}`, e as Error, `link.${kind}Address`);
-      this.retry = true;
+      if (e instanceof NetlinkError && e.code === 'ENODEV') this.missingLink();
       for (const a of addresses) this.retryScope.addresses.add(a);
       return;
     }
     results.forEach((r, i) => {
       const a = addresses[i]!;
+      if (!r.ok && r.error instanceof NetlinkError && r.error.code === 'ENODEV') this.missingLink();
       if (r.ok || (kind === 'add' ? isExist(r.error) : isNotFound(r.error))) {
         if (kind === 'add') this.observed.addresses.add(a);
         else this.observed.addresses.delete(a);
         return;
       }
-      this.fail(`${a} dev ${dummyName}`, r.error, `link.${kind}Address`);
-      this.retryScope.addresses.add(a);
+      if (this.fail(`${a} dev ${dummyName}`, r.error, `link.${kind}Address`) !== 'refused') this.retryScope.addresses.add(a);
     });
+  }
+
+  /** The dummy link is gone, and every address with it. */
+  private missingLink(): void {
+    this.linkMissing = true;
+    this.observed.addresses.clear();
   }
 
   /** Folds an acknowledged op into the observed state. */
@@ -212,8 +218,7 @@ class Applier {
         this.repair(op, r.error);
       } else {
         if (op.kind === 'addService') failedAdds.add(serviceId(op.service));
-        this.fail(opObject(op), r.error, `ipvs.${op.kind}`);
-        this.repair(op, r.error);
+        if (this.fail(opObject(op), r.error, `ipvs.${op.kind}`) !== 'refused') this.repair(op, r.error);
       }
     });
     if (followUps.length === 0) return done;
@@ -228,8 +233,7 @@ class Applier {
         done[i] = true;
         if (op.kind === 'updateService') adopted.push(op);
       } else {
-        this.fail(opObject(op), r.error, `ipvs.${op.kind}`);
-        this.repair(op, r.error);
+        if (this.fail(opObject(op), r.error, `ipvs.${op.kind}`) !== 'refused') this.repair(op, r.error);
       }
     });
     await this.readBack(adopted);
@@ -262,7 +266,6 @@ class Applier {
       return await this.clients.ipvs.apply(ops);
     } catch (e) {
       this.fail('ipvs', e as Error, 'ipvs.apply');
-      this.retry = true;
       for (const op of ops) this.retryScope.virtualServers.add(serviceId(op.service));
       return null;
     }
@@ -287,5 +290,5 @@ export async function applyPlan(plan: Plan, clients: KernelClients, observed: Ob
   const acked = (op: number | null): boolean => op === null || done[op] === true;
   for (const s of start) if (acked(s.op)) state.start(s.vs, s.dest, { since: s.since, protocol: s.protocol, countedAt: null });
   for (const e of end) if (acked(e.op)) state.end(e.vs, e.dest);
-  return { errors: a.errors, counts: a.counts, retry: a.retry, retryScope: a.retryScope };
+  return { errors: a.errors, counts: a.counts, retry: a.retry, retryScope: a.retryScope, refused: a.refused, linkMissing: a.linkMissing };
 }

@@ -24,7 +24,7 @@ export function emptyObserved(): ObservedState {
 }
 
 /** The element of a listed entry, without options (` timeout N`, ` comment "…"`, counters). */
-function element(entry: string): string {
+export function element(entry: string): string {
   const space = entry.indexOf(' ');
   return space < 0 ? entry : entry.slice(0, space);
 }

@@ -5,7 +5,7 @@ import { destinationId, type Destination, type Protocol, type VirtualService } f
 import type { IpsetSetSpec } from '../../kernel/ipset/types.js';
 import { inCidr } from '../../model/ip.js';
 import type { GracefulState } from './graceful.js';
-import { sameDestination, sameService, type DesiredDelta, type DesiredIndex } from './index.js';
+import { sameDestination, sameService, type DesiredDelta, type DesiredIndex } from './desired-index.js';
 import type { DestinationId, ObservedState, OwnedSet, VirtualServerId } from './types.js';
 
 /** Inputs of plan() besides the states. Times in milliseconds. */
@@ -34,14 +34,6 @@ export interface DrainEnd {
   dest: DestinationId;
   reason: 'restored' | 'drained' | 'timeout' | 'service-deleted' | 'gone';
   op: number | null;
-}
-
-/** A UDP real server deleted by the plan: the caller removes its conntrack entries. */
-export interface StaleUdp {
-  vip: string;
-  port: number;
-  endpoint: string;
-  endpointPort: number;
 }
 
 /** What a plan does, counted (for logs and metrics). */
@@ -74,7 +66,6 @@ export interface Plan {
   addressDel: string[];
   /** Graceful-termination bookkeeping that applyPlan records in `state` as the ops are acknowledged. */
   draining: { state: GracefulState; start: DrainStart[]; end: DrainEnd[] };
-  staleUdp: StaleUdp[];
   counts: PlanCounts;
 }
 
@@ -112,7 +103,6 @@ class Planner {
   private readonly serviceDeletes: IpvsOp[] = [];
   private readonly starts: Array<Omit<DrainStart, 'op'> & { op: IpvsOp | null }> = [];
   private readonly ends: Array<Omit<DrainEnd, 'op'> & { op: IpvsOp | null }> = [];
-  private readonly staleUdp: StaleUdp[] = [];
   readonly counts = emptyCounts();
 
   constructor(
@@ -159,7 +149,6 @@ class Planner {
       // address (IPVS sees packets at LOCAL_IN only for a local VIP) and its ipset entries.
       const del = this.op(this.serviceDeletes, { kind: 'deleteService', service: o.service });
       this.endAll(id, 'service-deleted', del);
-      if (o.service.protocol === 'udp') for (const od of o.destinations.values()) this.stale(o.service, od);
       return;
     }
     if (!sameService(d.service, o.service)) this.op(this.services, { kind: 'updateService', service: d.service });
@@ -188,7 +177,6 @@ class Planner {
     const del = (reason: DrainEnd['reason']): void => {
       const op = this.op(this.destDeletes, { kind: 'deleteDestination', service, destination: { address: od.address, port: od.port } });
       if (entry) this.end(id, did, reason, op);
-      if (service.protocol === 'udp') this.stale(service, od);
     };
     if (service.protocol === 'udp' || service.protocol === 'sctp' || this.opts.gracefulTimeoutMs <= 0) return del('gone');
     if (entry) {
@@ -203,12 +191,7 @@ class Planner {
     this.starts.push({ vs: id, dest: did, protocol: service.protocol, since: this.opts.now, op });
   }
 
-  private stale(service: VirtualService, od: ObservedDest): void {
-    if (service.address === null || service.port === null) return;
-    this.staleUdp.push({ vip: service.address, port: service.port, endpoint: od.address, endpointPort: od.port });
-  }
-
-  finish(): Pick<Plan, 'ipvs' | 'draining' | 'staleUdp'> {
+  finish(): Pick<Plan, 'ipvs' | 'draining'> {
     const ipvs = [...this.services, ...this.destinations, ...this.destDeletes, ...this.serviceDeletes];
     const at = new Map(ipvs.map((op, i) => [op, i]));
     const idx = (op: IpvsOp | null): number | null => (op === null ? null : at.get(op)!);
@@ -216,7 +199,7 @@ class Planner {
     const end = this.ends.map((e) => ({ ...e, op: idx(e.op) }));
     this.counts.drainStart = start.length;
     this.counts.drainEnd = end.length;
-    return { ipvs, draining: { state: this.graceful, start, end }, staleUdp: this.staleUdp };
+    return { ipvs, draining: { state: this.graceful, start, end } };
   }
 }
 
@@ -233,7 +216,7 @@ function push(m: Map<string, string[]>, key: string, value: string): void {
  * objects cost no op; a changed service or destination is updated in place, never deleted and
  * re-added. Removed TCP (and fwmark) destinations drain at weight 0 until their connections
  * are gone (counted by refreshDraining) or gracefulTimeoutMs passes; UDP and SCTP ones are
- * deleted at once (UDP ones listed in staleUdp for conntrack cleanup).
+ * deleted at once (their conntrack entries are cleared by UdpConntrack, src/proxy/conntrack.ts).
  */
 export function plan(index: DesiredIndex, observed: ObservedState, scope: DesiredDelta | 'full', graceful: GracefulState, opts: PlanOptions): Plan {
   const p = new Planner(index, observed, graceful, opts);
@@ -291,17 +274,30 @@ export function plan(index: DesiredIndex, observed: ObservedState, scope: Desire
     for (const a of observed.addresses) if (!wanted.has(a)) compareAddress(a);
   } else for (const a of scope.addresses) compareAddress(a);
 
-  const { ipvs, draining, staleUdp } = p.finish();
+  const { ipvs, draining } = p.finish();
   const counts = p.counts;
   counts.ipsetCreate = ipsetCreate.length;
   for (const l of ipsetAdd.values()) counts.ipsetAdd += l.length;
   for (const l of ipsetDel.values()) counts.ipsetDel += l.length;
   counts.addressAdd = addressAdd.length;
   counts.addressDel = addressDel.length;
-  return { ipvs, ipsetCreate, ipsetAdd, ipsetDel, addressAdd, addressDel, draining, staleUdp, counts };
+  return { ipvs, ipsetCreate, ipsetAdd, ipsetDel, addressAdd, addressDel, draining, counts };
 }
 
 /** True when the plan changes nothing (draining bookkeeping without ops aside). */
 export function isEmptyPlan(p: Plan): boolean {
   return p.ipvs.length === 0 && p.ipsetCreate.length === 0 && p.ipsetAdd.size === 0 && p.ipsetDel.size === 0 && p.addressAdd.length === 0 && p.addressDel.length === 0;
+}
+
+/** A plan as text, for --dry-run. */
+export function formatPlan(p: Plan): string {
+  const lines = [
+    ...p.ipvs.map((op) => `ipvs ${op.kind} ${JSON.stringify('destination' in op ? { service: op.service, destination: op.destination } : op.service)}`),
+    ...p.ipsetCreate.map((s) => `ipset create ${s.name} ${s.type}`),
+    ...[...p.ipsetAdd].flatMap(([set, entries]) => entries.map((e) => `ipset add ${set} ${e}`)),
+    ...[...p.ipsetDel].flatMap(([set, entries]) => entries.map((e) => `ipset del ${set} ${e}`)),
+    ...p.addressAdd.map((a) => `address add ${a}`),
+    ...p.addressDel.map((a) => `address del ${a}`),
+  ];
+  return `${lines.join('\n')}\n`;
 }

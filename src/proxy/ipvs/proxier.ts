@@ -1,9 +1,8 @@
 // The IPVS proxier: tracked objects -> desired state (per changed service) -> plan -> apply.
-// A partial sync costs work proportional to the services that changed; a full sync (at start
-// and every --ipvs-sync-period) re-reads the kernel and repairs any drift.
-import { execFile } from 'node:child_process';
+// A partial sync costs work proportional to the services that changed. A full sync (at start)
+// reads the whole kernel; every --ipvs-sync-period a verification re-reads it in small steps
+// between which partial syncs run (verify.ts), and repairs any drift.
 import { performance } from 'node:perf_hooks';
-import { promisify } from 'node:util';
 
 import type { Config } from '../../config.js';
 import type { IpsetClient } from '../../kernel/ipset/types.js';
@@ -11,7 +10,8 @@ import type { IpvsClient } from '../../kernel/ipvs/client.js';
 import type { Iptables } from '../../kernel/iptables.js';
 import type { LinkClient } from '../../kernel/link.js';
 import type { Logger } from '../../log.js';
-import { familyOf, inCidr } from '../../model/ip.js';
+import type { ObjectError } from '../../model/service.js';
+import { inCidr } from '../../model/ip.js';
 import type { ProxyHealth } from '../../server/health.js';
 import type { ProxyMetrics } from '../../server/metrics.js';
 import type { DesiredView } from '../../server/desired.js';
@@ -20,17 +20,24 @@ import type { EventSink } from '../../source/events.js';
 import type { SourceHandler } from '../../source/types.js';
 import { ChangeTracker } from '../changetracker.js';
 import { nodeZone } from '../topology.js';
+import { UdpConntrack, type ConntrackRunner } from '../conntrack.js';
 import { ErrorReporter, healthCheckErrors, kernelErrors, trackerHandler } from '../handler.js';
-import { applyPlan } from './apply.js';
+import { applyPlan, type ApplyResult } from './apply.js';
 import { desiredForService } from './desired.js';
 import { GracefulState, refreshDraining } from './graceful.js';
-import { DesiredIndex, emptyDelta, mergeDelta, type DesiredDelta } from './index.js';
+import { DesiredIndex, emptyDelta, mergeDelta, type DesiredDelta } from './desired-index.js';
 import { OWNED_SETS, SET, setName } from './ipsets.js';
-import { readObserved } from './observe.js';
-import { plan, type Plan } from './plan.js';
+import { IptablesKeeper, type FamilyRules } from './iptables-keeper.js';
+import { emptyObserved, readObserved } from './observe.js';
+import { formatPlan, plan, type Plan } from './plan.js';
 import { ipvsModeRules, lbNoNodeAccess } from './rules.js';
 import { applySysctls, ipvsSysctls } from './sysctl.js';
 import type { DesiredContext, ObservedState } from './types.js';
+import { Verifier, type VerifyReport } from './verify.js';
+
+export type { VerifyReport };
+
+export { formatPlan };
 
 /** The kernel clients the proxier programs through. */
 export interface ProxierClients {
@@ -38,6 +45,8 @@ export interface ProxierClients {
   ipset: IpsetClient;
   link: LinkClient;
   iptables: { ipv4: Iptables; ipv6: Iptables | null };
+  /** Separate sockets for the periodic verification's reads, so they never queue partial syncs' writes (default: the above). */
+  read?: { ipvs: IpvsClient; ipset: IpsetClient; link: LinkClient };
 }
 
 /** What the proxier is built from. */
@@ -56,6 +65,10 @@ export interface ProxierOptions {
   out?: (text: string) => void;
   /** Writes sysctls (default: /proc/sys); returns the ones that failed. Tests pass a recorder. */
   sysctl?: typeof applySysctls;
+  /** Runs `conntrack ARGS` (default: the binary; its failures are ignored). */
+  conntrack?: ConntrackRunner;
+  /** Where state that should survive a restart is kept (the last iptables restore's hashes); none by default. */
+  stateDir?: string;
   now?: () => number;
 }
 
@@ -76,18 +89,51 @@ export class IpvsProxier {
   private readonly index = new DesiredIndex();
   private readonly graceful = new GracefulState();
   private observed: ObservedState | null = null;
-  private lastFullAt = -Infinity;
   private nodePortAddresses: string[] = [];
-  private readonly iptablesText = new Map<string, string>();
+  private readonly iptables: IptablesKeeper;
+  /** Syncs and verification steps run one at a time, in the order they asked. */
+  private queue: Promise<unknown> = Promise.resolve();
+  /** The verification in flight, if any. */
+  private verifying: Promise<VerifyReport | null> | null = null;
+  private readonly verifier: Verifier;
+  private lastVerify: VerifyReport | null = null;
+  private requestSync: () => void = () => {};
   /** Objects whose ops failed: looked at again by the next (partial) sync. */
   private retryScope: DesiredDelta = emptyDelta();
   private readonly now: () => number;
   private started = false;
+  /** A sync found the dummy link missing: the next one re-creates it. */
+  private linkMissing = false;
+  /** Sysctls and the dummy link that could not be ensured (reported once each). */
+  private nodeErrors: ObjectError[] = [];
+  /** Objects the kernel refused for good (errors.ts): kept until the next full sync compares them again. */
+  private refused: ApplyResult['refused'] = [];
 
   private readonly errors: ErrorReporter;
+  private readonly conntrack: UdpConntrack;
 
   constructor(private readonly o: ProxierOptions) {
     this.errors = new ErrorReporter(o.logger, o.events);
+    this.conntrack = new UdpConntrack(o.conntrack);
+    this.iptables = new IptablesKeeper(o.stateDir);
+    this.verifier = new Verifier({
+      read: o.clients.read ?? o.clients,
+      dummyName: o.dummyName,
+      index: this.index,
+      iptables: this.iptables,
+      now: () => this.now(),
+      observed: () => this.observed!,
+      serial: (fn) => this.serial(fn),
+      readNodePortAddresses: (link) => this.readNodePortAddresses(link),
+      node: async (scope, addresses) => {
+        await this.ensureNode(scope);
+        if (addresses.join() === this.nodePortAddresses.join()) return;
+        this.nodePortAddresses = addresses;
+        for (const key of [...this.index.keys()]) mergeDelta(scope, this.update(key));
+      },
+      repair: (scope) => this.repair(scope),
+      rules: () => this.rules(),
+    });
     this.tracker = new ChangeTracker(o.nodeName);
     this.now = o.now ?? (() => performance.now());
   }
@@ -99,6 +145,7 @@ export class IpvsProxier {
 
   /** The SourceHandler that feeds the tracker; `onChange` asks the runner for a sync. */
   handler(onChange: () => void): SourceHandler {
+    this.requestSync = onChange;
     return trackerHandler(this.tracker, this.o, onChange);
   }
 
@@ -107,9 +154,9 @@ export class IpvsProxier {
   }
 
   /** Local addresses NodePorts listen on: --nodeport-addresses CIDRs, `primary`, or all. */
-  private async readNodePortAddresses(): Promise<string[]> {
+  private async readNodePortAddresses(link: LinkClient = this.o.clients.link): Promise<string[]> {
     const wanted = this.o.config.nodePortAddresses;
-    const local = (await this.o.clients.link.localAddresses({ exclude: [this.o.dummyName] })).map((a) => a.address);
+    const local = (await link.localAddresses({ exclude: [this.o.dummyName] })).map((a) => a.address);
     if (wanted.length === 0) return local;
     if (wanted[0] === 'primary') {
       const nodeIPs = this.tracker.state().node?.addresses ?? [];
@@ -118,18 +165,36 @@ export class IpvsProxier {
     return local.filter((a) => wanted.some((c) => inCidr(a, c)));
   }
 
-  /** One-time node setup: sysctls, IPVS timeouts, the dummy link, the owned ipsets. */
+  /** One-time setup: the IPVS timeouts. */
   private async prepare(): Promise<void> {
-    const { config, logger, clients } = this.o;
-    for (const f of (this.o.sysctl ?? applySysctls)(ipvsSysctls({ strictARP: config.ipvs.strictARP }))) logger.warn({ sysctl: f.key, err: f.error }, 'cannot set sysctl');
-    const t = config.ipvs;
+    const t = this.o.config.ipvs;
     if (t.tcpTimeoutMs || t.tcpFinTimeoutMs || t.udpTimeoutMs) {
       const s = (ms: number) => Math.round(ms / 1000);
-      await clients.ipvs.setTimeouts({ tcp: s(t.tcpTimeoutMs), tcpFin: s(t.tcpFinTimeoutMs), udp: s(t.udpTimeoutMs) });
+      const want = { tcp: s(t.tcpTimeoutMs), tcpFin: s(t.tcpFinTimeoutMs), udp: s(t.udpTimeoutMs) };
+      const have = await this.o.clients.ipvs.getTimeouts();
+      // 0 leaves a timeout as it is: write only when a wanted one differs.
+      if ((Object.keys(want) as Array<keyof typeof want>).some((k) => want[k] !== 0 && want[k] !== have[k])) await this.o.clients.ipvs.setTimeouts(want);
     }
-    await clients.link.ensureDummy(this.o.dummyName);
-    for (const set of OWNED_SETS) await clients.ipset.create(set.spec, { exist: true });
     this.started = true;
+  }
+
+  /**
+   * Re-ensures the node-level objects (at start, on every full sync, and when a sync found the
+   * dummy link missing): the sysctls (written only when they differ) and the dummy link. A
+   * re-created link has no addresses: every wanted one is bound again. The owned ipsets are
+   * created by the plan when missing.
+   */
+  private async ensureNode(scope: DesiredDelta | 'full'): Promise<void> {
+    const failed = (this.o.sysctl ?? applySysctls)(ipvsSysctls({ strictARP: this.o.config.ipvs.strictARP }));
+    this.nodeErrors = failed.map((f) => ({ object: `sysctl ${f.key}`, reason: `cannot set ${f.key}=${f.value}: ${f.error}` }));
+    try {
+      const { created } = await this.o.clients.link.ensureDummy(this.o.dummyName);
+      if (created && this.observed) this.observed.addresses.clear();
+      if (created && scope !== 'full') for (const a of this.index.addresses().keys()) scope.addresses.add(a);
+      this.linkMissing = false;
+    } catch (e) {
+      this.nodeErrors.push({ object: `link ${this.o.dummyName}`, reason: e instanceof Error ? e.message : String(e) });
+    }
   }
 
   /** Recomputes the contribution of one service port key; returns what it touched. */
@@ -139,8 +204,61 @@ export class IpvsProxier {
     return this.index.set(key, svc ? desiredForService(svc, state.endpoints.get(key) ?? [], this.context()) : null);
   }
 
-  /** One sync; throws when kernel operations failed (the runner retries). */
-  async sync(opts: { full?: boolean } = {}): Promise<SyncReport> {
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
+    const next = this.queue.then(fn, fn);
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  /**
+   * One sync; throws when kernel operations failed (the runner retries). `full` reads the whole
+   * kernel first (--once, --dry-run); otherwise the first sync adopts the kernel (adopt()).
+   * `periodic` also starts a verification in the background (see verify()), which never holds
+   * back the partial syncs that follow.
+   */
+  async sync(opts: { full?: boolean; periodic?: boolean } = {}): Promise<SyncReport> {
+    if (this.observed === null && !opts.full && !this.o.config.dryRun) await this.adopt();
+    try {
+      return await this.serial(() => this.syncNow(Boolean(opts.full) || this.observed === null));
+    } finally {
+      if (opts.periodic && !opts.full && !this.verifying && !this.o.config.dryRun) {
+        this.verifying = this.verify().finally(() => (this.verifying = null));
+      }
+    }
+  }
+
+  /**
+   * The first sync of a daemon (not of --once): adopts what the kernel holds through one
+   * verification (reads in steps, each followed by the writes it shows are needed), instead of
+   * reading the whole table before the first write. A kernel that already matches gets no write.
+   */
+  private async adopt(): Promise<void> {
+    await this.serial(async () => {
+      if (!this.started) await this.prepare();
+      this.observed = emptyObserved();
+      // Sets that exist are known to exist (their entries are read by the verification); the
+      // plan creates the owned ones that do not.
+      for (const name of await this.o.clients.ipset.listNames()) if (name.startsWith('KUBE-')) this.observed.ipsets.set(name, new Set());
+      this.nodePortAddresses = await this.readNodePortAddresses();
+      const changed = this.tracker.takeChanged();
+      for (const key of changed) this.update(key);
+      await this.conntrack.clean(this.tracker.state(), changed);
+    });
+    this.verifying = this.verify(false); // nothing else runs meanwhile: no pacing
+    const r = await this.verifying.finally(() => (this.verifying = null));
+    if (r === null) {
+      this.observed = null;
+      throw new Error('adopting the kernel state failed (see the verification warning); retrying');
+    }
+  }
+
+  /** Resolves when the verification in flight (if any) has finished: the last verification's report, or null. */
+  async verified(): Promise<VerifyReport | null> {
+    await this.verifying;
+    return this.lastVerify;
+  }
+
+  private async syncNow(full: boolean): Promise<SyncReport> {
     const { config, clients, logger } = this.o;
     const t0 = this.now();
     const phases: Record<string, number> = {};
@@ -150,43 +268,34 @@ export class IpvsProxier {
       phases[name] = Math.round(t - mark);
       mark = t;
     };
-    const full = Boolean(opts.full) || this.observed === null || t0 - this.lastFullAt >= config.syncPeriodMs;
     if (!this.started && !config.dryRun) await this.prepare();
     phase('prepare');
     const changed = this.tracker.takeChanged();
-    let scope: Parameters<typeof plan>[2] = 'full';
+    let scope: DesiredDelta | 'full' = 'full';
+    if (!full) scope = this.index.mergeDeltas([this.retryScope, ...[...changed].map((k) => this.update(k))]);
+    if ((full || this.linkMissing) && !config.dryRun) await this.ensureNode(scope);
     if (full) {
       this.nodePortAddresses = await this.readNodePortAddresses();
       this.observed = await readObserved({ ipvs: clients.ipvs, ipset: clients.ipset, link: clients.link, dummyName: this.o.dummyName });
       for (const key of new Set([...this.tracker.state().services.keys(), ...this.index.keys()])) this.update(key);
-    } else {
-      scope = this.index.mergeDeltas([this.retryScope, ...[...changed].map((k) => this.update(k))]);
     }
     this.retryScope = emptyDelta();
-    const observed = this.observed!;
     phase('read');
-    await refreshDraining(clients.ipvs, observed, this.graceful);
-    const p = plan(this.index, observed, scope, this.graceful, {
-      now: Date.now(),
-      gracefulTimeoutMs: config.gracefulTerminationTimeoutMs,
-      excludeCIDRs: config.ipvs.excludeCIDRs,
-    });
+    if (scope !== 'full') this.verifier.touch(scope, this.graceful.draining.keys());
+    const p = await this.planFor(scope);
     phase('plan');
     if (config.dryRun) {
       (this.o.out ?? ((t) => process.stdout.write(t)))(formatPlan(p));
       return { full, durationMs: this.now() - t0, changedServices: changed.size, ops: p.counts, errors: 0, phases };
     }
-    const result = await applyPlan(p, { ...clients, dummyName: this.o.dummyName }, observed);
-    mergeDelta(this.retryScope, result.retryScope);
-    await this.cleanStaleUdp(p);
+    const result = await this.applyFor(p, scope);
+    await this.conntrack.clean(this.tracker.state(), changed);
     phase('apply');
-    await this.syncIptables(full);
+    await this.iptables.sync(this.rules(), full);
     phase('iptables');
     const healthErrors = (await this.o.serviceHealth?.sync(this.index.healthChecks())) ?? [];
     phase('health');
-    const owner = (vs: string) => this.index.virtualServers().get(vs)?.owner;
-    this.errors.report([...this.tracker.errors(), ...this.index.errors(), ...kernelErrors(result.errors, owner), ...healthCheckErrors(healthErrors)]);
-    if (full) this.lastFullAt = t0;
+    this.report(result, healthCheckErrors(healthErrors));
     const durationMs = this.now() - t0;
     const report: SyncReport = { full, durationMs, changedServices: changed.size, ops: p.counts, errors: result.errors.length, phases };
     this.recordMetrics(durationMs, full, result);
@@ -196,7 +305,62 @@ export class IpvsProxier {
     return report;
   }
 
-  private recordMetrics(durationMs: number, full: boolean, result: Awaited<ReturnType<typeof applyPlan>>): void {
+  private async planFor(scope: DesiredDelta | 'full'): Promise<Plan> {
+    const observed = this.observed!;
+    await refreshDraining(this.o.clients.ipvs, observed, this.graceful);
+    const { config } = this.o;
+    return plan(this.index, observed, scope, this.graceful, {
+      now: Date.now(),
+      gracefulTimeoutMs: config.gracefulTerminationTimeoutMs,
+      excludeCIDRs: config.ipvs.excludeCIDRs,
+      ownedSets: OWNED_SETS,
+    });
+  }
+
+  /** Applies a plan; keeps what failed for the next sync (retry scope) or the next full sync (refusals). */
+  private async applyFor(p: Plan, scope: DesiredDelta | 'full'): Promise<ApplyResult> {
+    const result = await applyPlan(p, { ...this.o.clients, dummyName: this.o.dummyName }, this.observed!);
+    mergeDelta(this.retryScope, result.retryScope);
+    if (result.linkMissing) this.linkMissing = true;
+    const refused = result.refused;
+    // The objects in a partial scope were compared again: their old refusals are replaced by the new ones.
+    const compared = (object: string) => scope !== 'full' && scope.virtualServers.has(object.split(' ')[0]!);
+    this.refused = scope === 'full' ? refused : [...this.refused.filter((r) => !compared(r.object)), ...refused];
+    return result;
+  }
+
+  private report(result: ApplyResult, extra: readonly ObjectError[] = []): void {
+    const transient = result.errors.filter((e) => !result.refused.includes(e));
+    const owner = (vs: string) => this.index.virtualServers().get(vs)?.owner;
+    this.errors.report([...this.tracker.errors(), ...this.index.errors(), ...this.nodeErrors, ...kernelErrors([...this.refused, ...transient], owner), ...extra]);
+  }
+
+  /** The periodic verification (see Verifier); null when a read failed (logged; the next period tries again). */
+  private async verify(paced = true): Promise<VerifyReport | null> {
+    const { logger } = this.o;
+    let r: VerifyReport;
+    try {
+      r = await this.verifier.run(paced);
+    } catch (e) {
+      logger.warn({ err: e instanceof Error ? e.message : String(e) }, 'periodic verification stopped; the next period tries again');
+      return null;
+    }
+    this.o.metrics?.observeSync(r.durationMs, 'full', r.errors === 0);
+    logger.info(r, 'verified');
+    this.lastVerify = r;
+    return r;
+  }
+
+  /** Plans and applies `scope` inside a verification; failures go to the next partial sync. */
+  private async repair(scope: DesiredDelta): Promise<{ ops: number; errors: number }> {
+    const p = await this.planFor(scope);
+    const result = await this.applyFor(p, scope);
+    this.report(result);
+    if (result.retry) this.requestSync();
+    return { ops: result.counts.ipvsOps + result.counts.ipsetEntries + result.counts.addresses, errors: result.errors.length };
+  }
+
+  private recordMetrics(durationMs: number, full: boolean, result: ApplyResult): void {
     const m = this.o.metrics;
     if (!m) return;
     m.observeSync(durationMs, full ? 'full' : 'partial', !result.retry);
@@ -208,31 +372,18 @@ export class IpvsProxier {
     if (result.errors.length) m.countKernelOps('any', 'error', result.errors.length);
   }
 
-  /** kube-proxy's IPVS-mode chains, per family; a restore only when the rules changed (or on a full sync). */
-  private async syncIptables(full: boolean): Promise<void> {
+  /** kube-proxy's IPVS-mode chains, per family (no ip6tables work on a node that never had IPv6 services, like kube-proxy's per-family proxiers). */
+  private rules(): FamilyRules[] {
     const nonEmpty = new Set(this.index.allSets().filter((s) => this.index.ipsetEntries(s).size > 0));
     const hasIpv6 = this.index.counts().ipv6VirtualServers > 0;
+    const out: FamilyRules[] = [];
     for (const [family, ipt] of Object.entries(this.o.clients.iptables) as Array<['ipv4' | 'ipv6', Iptables | null]>) {
-      // Like kube-proxy's per-family proxiers: no ip6tables work on a node without IPv6 services
-      // (once written, the IPv6 rules are kept in sync, so they are removed when those go away).
-      if (!ipt || (family === 'ipv6' && !hasIpv6 && !this.iptablesText.has('ipv6'))) continue;
+      if (!ipt || (family === 'ipv6' && !hasIpv6 && !this.iptables.has('ipv6'))) continue;
       const entries = (base: (typeof SET)[keyof typeof SET]) => this.index.ipsetEntries(setName(base, family)).keys();
       const noNodeAccess = lbNoNodeAccess(entries(SET.LOAD_BALANCER_FW), entries(SET.LOAD_BALANCER_SOURCE_IP));
-      const spec = ipvsModeRules(this.context(), family, nonEmpty, noNodeAccess);
-      const text = JSON.stringify(spec);
-      if (!full && this.iptablesText.get(family) === text) continue;
-      await ipt.sync(spec);
-      this.iptablesText.set(family, text);
+      out.push({ family, ipt, spec: ipvsModeRules(this.context(), family, nonEmpty, noNodeAccess) });
     }
-  }
-
-  /** UDP real servers removed: their conntrack entries would keep sending packets to them. */
-  private async cleanStaleUdp(p: Plan): Promise<void> {
-    for (const s of p.staleUdp ?? []) {
-      const family = familyOf(s.vip) === 'ipv6' ? 'ipv6' : 'ipv4';
-      const args = ['-D', '-f', family, '-p', 'udp', '--orig-dst', s.vip, '--orig-port-dst', String(s.port), '--dst-nat', s.endpoint];
-      await promisify(execFile)('conntrack', args).catch(() => undefined); // exit 1: no entries
-    }
+    return out;
   }
 
   close(): void {
@@ -240,18 +391,9 @@ export class IpvsProxier {
     c.ipvs.close();
     c.ipset.close();
     c.link.close();
+    if (c.read && c.read.ipvs !== c.ipvs) c.read.ipvs.close();
+    c.read?.ipset.close();
+    c.read?.link.close();
   }
 }
 
-/** A plan as text, for --dry-run. */
-export function formatPlan(p: Plan): string {
-  const lines = [
-    ...p.ipvs.map((op) => `ipvs ${op.kind} ${JSON.stringify('destination' in op ? { service: op.service, destination: op.destination } : op.service)}`),
-    ...p.ipsetCreate.map((s) => `ipset create ${s.name} ${s.type}`),
-    ...[...p.ipsetAdd].flatMap(([set, entries]) => entries.map((e) => `ipset add ${set} ${e}`)),
-    ...[...p.ipsetDel].flatMap(([set, entries]) => entries.map((e) => `ipset del ${set} ${e}`)),
-    ...p.addressAdd.map((a) => `address add ${a}`),
-    ...p.addressDel.map((a) => `address del ${a}`),
-  ];
-  return `${lines.join('\n')}\n`;
-}

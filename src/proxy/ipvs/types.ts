@@ -1,6 +1,6 @@
 // Contracts between the IPVS proxier's stages:
 //   desired.ts  ServicePortInfo + endpoints -> ServiceContribution          (pure, per service)
-//   index.ts    contributions -> aggregate desired state + per-change delta (pure data structure)
+//   desired-index.ts  contributions -> aggregate desired state + per-change delta (pure data structure)
 //   plan.ts     desired + observed (+ graceful state) -> ordered kernel ops  (pure)
 //   apply.ts    ops -> batched kernel calls; observed state updated from acknowledged ops
 import type { Config } from '../../config.js';

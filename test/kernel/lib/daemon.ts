@@ -52,6 +52,11 @@ export class Daemon {
   log = '';
   constructor(private readonly args: string[]) {}
 
+  /** The child's pid once started. */
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
   start(): void {
     this.child = spawn(process.execPath, [CLI, ...this.args], { stdio: ['ignore', 'pipe', 'pipe'] });
     this.child.stdout!.on('data', (d) => (this.log += d));
@@ -74,10 +79,15 @@ export class Daemon {
     });
   }
 
+  /** The exit code once the process has exited (null while it runs). */
+  exitCode(): number | null {
+    return this.child?.exitCode ?? null;
+  }
+
   /** Stops with `signal` and waits for the exit code. */
   async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
     const c = this.child;
-    if (!c || c.exitCode !== null) return c?.exitCode ?? null;
+    if (!c || c.exitCode !== null || c.signalCode !== null) return c?.exitCode ?? null;
     const code = new Promise<number | null>((r) => c.once('exit', (n) => r(n)));
     c.kill(signal);
     return code;

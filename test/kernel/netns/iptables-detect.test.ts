@@ -2,11 +2,11 @@ import { assertIsolated } from '../lib/guard.js';
 assertIsolated();
 
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Iptables, detectBackendWithReason, spawnExec, type Backend } from '../../../src/kernel/iptables.js';
+import { Iptables, detectBackendWithReason, spawnExec, type Backend, type Detection } from '../../../src/kernel/iptables.js';
 
 async function sh(file: string, args: string[], input?: string): Promise<void> {
   const r = await spawnExec(file, args, { input });
@@ -36,7 +36,7 @@ describe.skipIf(!haveBoth)('backend detection on the real tools', () => {
 
   it('follows kubelet hint chains, then rule counts, else nft', async () => {
     await resetAll();
-    expect(await detectBackendWithReason()).toEqual({ backend: 'nft', reason: 'default', nftRules: 0, legacyRules: 0 });
+    expect(await detectBackendWithReason()).toMatchObject({ backend: 'nft', reason: 'default', nftRules: 0, legacyRules: 0, unusable: {} });
 
     await sh('iptables-legacy', ['-w', '5', '-t', 'mangle', '-N', 'KUBE-IPTABLES-HINT']);
     expect(await detectBackendWithReason()).toMatchObject({ backend: 'legacy', reason: 'hint-legacy' });
@@ -49,9 +49,57 @@ describe.skipIf(!haveBoth)('backend detection on the real tools', () => {
     await resetAll();
     for (const n of [1, 2, 3]) await sh('iptables-legacy', ['-w', '5', '-A', 'INPUT', '-s', `10.0.0.${n}`, '-j', 'ACCEPT']);
     await sh('iptables-nft', ['-A', 'INPUT', '-s', '10.0.1.1', '-j', 'ACCEPT']);
-    expect(await detectBackendWithReason()).toEqual({ backend: 'legacy', reason: 'more-rules', nftRules: 1, legacyRules: 3 });
+    expect(await detectBackendWithReason()).toMatchObject({ backend: 'legacy', reason: 'more-rules', nftRules: 1, legacyRules: 3, unusable: {} });
     for (const n of [2, 3, 4]) await sh('ip6tables-nft', ['-A', 'INPUT', '-s', `fd00::${n}`, '-j', 'ACCEPT']);
-    expect(await detectBackendWithReason()).toEqual({ backend: 'nft', reason: 'more-rules', nftRules: 4, legacyRules: 3 });
+    expect(await detectBackendWithReason()).toMatchObject({ backend: 'nft', reason: 'more-rules', nftRules: 4, legacyRules: 3, unusable: {} });
+  });
+});
+
+const DIST_IPTABLES = new URL('../../../dist/src/kernel/iptables.js', import.meta.url).pathname;
+
+/**
+ * In a network namespace of its own (where no table exists yet, so the probe must run): `setup`
+ * (shell), then the built detectBackendWithReason({ probe: true, binaries }), then both backends'
+ * IPv4 iptables-save.
+ */
+async function probeInFreshNetns(setup: string, binaries: Record<string, string> = {}): Promise<{ d: Detection; nft: string; legacy: string }> {
+  const js = `const m = await import(${JSON.stringify(DIST_IPTABLES)});
+const d = await m.detectBackendWithReason({ probe: true, binaries: ${JSON.stringify(binaries)} });
+const save = async (f) => (await m.spawnExec(f, [])).stdout;
+console.log(JSON.stringify({ d, nft: await save('iptables-nft-save'), legacy: await save('iptables-legacy-save') }));`;
+  const r = await spawnExec('unshare', ['-n', 'sh', '-c', `${setup}\nexec "$0" --input-type=module -e "$1"`, process.execPath, js]);
+  if (r.code !== 0) throw new Error(`probe in a fresh netns: exit ${r.code}: ${r.stderr}`);
+  return JSON.parse(r.stdout) as { d: Detection; nft: string; legacy: string };
+}
+
+describe.skipIf(!haveBoth)('backend probe on the real tools (each in a fresh netns)', () => {
+  it('both backends pass here, so the preference holds; the probe leaves nothing but the tables', async () => {
+    const plain = await probeInFreshNetns('true');
+    expect(plain.d).toMatchObject({ backend: 'nft', reason: 'default', nftRules: 0, legacyRules: 0, unusable: {} });
+    expect(plain.nft).toMatch(/^\*nat$/m); // the probe did create the nat table
+    expect(plain.legacy).not.toMatch(/^\*nat$/m); // and touched only the chosen backend
+    const hinted = await probeInFreshNetns('iptables-legacy -w 5 -t mangle -N KUBE-IPTABLES-HINT');
+    expect(hinted.d).toMatchObject({ backend: 'legacy', reason: 'hint-legacy', unusable: {} });
+    expect(hinted.legacy).toMatch(/^\*nat$/m);
+    for (const saved of [plain.nft, hinted.legacy]) {
+      expect(saved).not.toContain('KUBE-PROXY-PROBE');
+      expect(saved.split('\n').filter((l) => l.startsWith('-A'))).toEqual([]);
+    }
+  });
+
+  it('a preferred backend whose restore fails is replaced by the other one, naming the reason', async () => {
+    // Only the nft restore is replaced (by one failing as nf_tables without NAT does); the legacy probe is real.
+    const dir = mkdtempSync(join(tmpdir(), 'kip-probe-'));
+    try {
+      const stub = join(dir, 'iptables-nft-restore');
+      writeFileSync(stub, '#!/bin/sh\ncat >/dev/null\necho "line 2: TABLE_ADD failed (Operation not supported): table nat" >&2\nexit 4\n', { mode: 0o755 });
+      const { d, legacy } = await probeInFreshNetns('true', { nftRestore: stub });
+      expect(d).toMatchObject({ backend: 'legacy', reason: 'default' });
+      expect(d.unusable.nft).toContain('TABLE_ADD failed (Operation not supported): table nat');
+      expect(legacy).toMatch(/^\*nat$/m);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

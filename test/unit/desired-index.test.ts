@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 
 import type { Destination, VirtualService } from '../../src/kernel/ipvs/types.js';
-import { DesiredIndex, emptyDelta, isEmptyDelta, mergeDelta, type DesiredDelta } from '../../src/proxy/ipvs/index.js';
+import { DesiredIndex, emptyDelta, isEmptyDelta, mergeDelta, type DesiredDelta } from '../../src/proxy/ipvs/desired-index.js';
 import type { ServiceContribution } from '../../src/proxy/ipvs/types.js';
 
 const svc = (address: string, port: number, extra: Partial<VirtualService> = {}): VirtualService => ({

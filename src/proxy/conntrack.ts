@@ -5,8 +5,8 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 
-import { familyOf } from '../../model/ip.js';
-import type { ProxyState } from '../../model/service.js';
+import { familyOf } from '../model/ip.js';
+import type { ProxyState } from '../model/service.js';
 
 /** Runs `conntrack ARGS`; exit 1 (no matching entry) is not an error. */
 export type ConntrackRunner = (args: string[]) => Promise<unknown>;

@@ -1,0 +1,111 @@
+// The IPVS mode's iptables rules, per family: restored when the rendered rules change, and
+// verified cheaply otherwise: one iptables-save whose owned lines (chains, rules, jumps into
+// them; no counters) are compared with what the kernel held right after our last restore. A
+// no-change verification therefore runs no iptables-restore; a deleted chain or jump, or a
+// flushed chain, changes the owned lines and is restored. With a state directory, both are kept
+// in a file, so a restarted daemon over unchanged rules runs no iptables-restore either.
+import { createHash } from 'node:crypto';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+import type { Iptables, Table, TableSpec } from '../../kernel/iptables.js';
+
+/** One family's wanted rules. */
+export interface FamilyRules {
+  family: 'ipv4' | 'ipv6';
+  ipt: Iptables;
+  spec: TableSpec[];
+}
+
+/** What a sync or verification of the rules did. */
+export interface IptablesOutcome {
+  restores: number;
+  saves: number;
+}
+
+/** Keeps the IPVS mode's rules in iptables; see the file comment. */
+export class IptablesKeeper {
+  /** Per family: a hash of the rendered rules last restored, and the kernel's owned lines right after. */
+  private readonly text = new Map<string, string>();
+  private readonly print = new Map<string, string>();
+  private loaded = false;
+
+  /** `stateDir` (e.g. /run/kube-ipvs-proxy): where the last restore's hashes survive a restart. */
+  constructor(private readonly stateDir?: string) {}
+
+  private file(family: string): string {
+    return join(this.stateDir!, `iptables-${family}.json`);
+  }
+
+  private load(): void {
+    this.loaded = true;
+    if (!this.stateDir) return;
+    for (const family of ['ipv4', 'ipv6']) {
+      try {
+        const { text, print } = JSON.parse(readFileSync(this.file(family), 'utf8')) as { text?: unknown; print?: unknown };
+        if (typeof text === 'string' && typeof print === 'string') {
+          this.text.set(family, text);
+          this.print.set(family, print);
+        }
+      } catch {
+        // none yet, or unreadable: the first sync restores
+      }
+    }
+  }
+
+  private save(family: string): void {
+    if (!this.stateDir) return;
+    try {
+      mkdirSync(this.stateDir, { recursive: true });
+      writeFileSync(this.file(family), JSON.stringify({ text: this.text.get(family), print: this.print.get(family) }));
+    } catch {
+      // best effort: without it a restart restores once
+    }
+  }
+
+  /** Families written at least once (IPv6 rules are kept in sync once written). */
+  has(family: string): boolean {
+    return this.text.has(family);
+  }
+
+  private async fingerprint(r: FamilyRules): Promise<string> {
+    const tables = [...new Set(r.spec.map((t) => t.table))] as Table[];
+    return createHash('sha256').update(JSON.stringify(await r.ipt.saveOwned(tables))).digest('base64');
+  }
+
+  /** The kernel's owned lines per family, hashed (one iptables-save each), for a later sync(…, true, prints). */
+  async read(families: readonly FamilyRules[]): Promise<Map<string, string>> {
+    const out = new Map<string, string>();
+    for (const r of families) out.set(r.family, await this.fingerprint(r));
+    return out;
+  }
+
+  /**
+   * Restores the families whose rules changed since the last restore; with `verify`, also
+   * those whose owned lines in the kernel are no longer what the last restore left there
+   * (read now, or given as `prints` from read()).
+   */
+  async sync(families: readonly FamilyRules[], verify: boolean, prints?: ReadonlyMap<string, string>): Promise<IptablesOutcome> {
+    if (!this.loaded) this.load();
+    const out: IptablesOutcome = { restores: 0, saves: 0 };
+    for (const r of families) {
+      const text = createHash('sha256').update(JSON.stringify(r.spec)).digest('base64');
+      const same = this.text.get(r.family) === text;
+      if (same && !verify) continue;
+      if (same && this.print.has(r.family)) {
+        const given = prints?.get(r.family);
+        if (given === undefined) out.saves++;
+        if ((given ?? (await this.fingerprint(r))) === this.print.get(r.family)) continue;
+      }
+      this.print.delete(r.family);
+      this.text.delete(r.family);
+      await r.ipt.sync(r.spec);
+      out.restores++;
+      this.text.set(r.family, text);
+      out.saves++;
+      this.print.set(r.family, await this.fingerprint(r));
+      this.save(r.family);
+    }
+    return out;
+  }
+}

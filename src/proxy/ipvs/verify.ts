@@ -1,0 +1,289 @@
+// The periodic verification, in small steps: each step reads one slice of the kernel (the
+// service list, the destinations of a chunk of virtual servers, one ipset, the dummy link's
+// addresses) and folds it into the observed state here; the proxier then plans and applies the
+// objects that differ. A read runs while partial syncs go on; whatever a partial sync touched
+// during the read is left out of the fold (observed is newer than the read for it).
+import { isNotFound } from '../../kernel/errors.js';
+import type { IpsetClient } from '../../kernel/ipset/types.js';
+import type { IpvsClient } from '../../kernel/ipvs/client.js';
+import { destinationId, observedDestination, serviceId, type DestinationStatus, type ServiceKey, type ServiceStatus } from '../../kernel/ipvs/types.js';
+import type { LinkClient } from '../../kernel/link.js';
+import { emptyDelta, mergeDelta, sameDestination, sameService, type DesiredDelta, type DesiredIndex } from './desired-index.js';
+import type { IptablesKeeper, FamilyRules } from './iptables-keeper.js';
+import { OWNED_SETS } from './ipsets.js';
+import { element } from './observe.js';
+import type { ObservedState, VirtualServerId } from './types.js';
+
+/** Virtual servers whose destinations one verification step reads. */
+export const VERIFY_CHUNK = 128;
+
+/** What a verification touched: objects whose kernel state differed from observed (they are compared again). */
+export interface Fold {
+  virtualServers: Set<VirtualServerId>;
+  ipsetEntries: Map<string, Set<string>>;
+  addresses: Set<string>;
+}
+
+/** An empty fold. */
+export function emptyFold(): Fold {
+  return { virtualServers: new Set(), ipsetEntries: new Map(), addresses: new Set() };
+}
+
+/** The fold as a delta to plan over. */
+export function foldScope(f: Fold): DesiredDelta {
+  return { virtualServers: f.virtualServers, ipsetEntries: f.ipsetEntries, addresses: f.addresses, healthChecks: new Set() };
+}
+
+/** True when the fold found nothing to compare. */
+export function isEmptyFold(f: Fold): boolean {
+  return f.virtualServers.size === 0 && f.ipsetEntries.size === 0 && f.addresses.size === 0;
+}
+
+/**
+ * Folds the kernel's service list into `observed`: services it lacks are dropped from observed
+ * (the plan re-adds them whole), desired ones it lacks are compared (added), services only the
+ * kernel has are taken into observed with no destinations yet (a foreign one is compared, i.e.
+ * deleted, at once; a desired one waits for the chunk step that reads its destinations, so
+ * adopting a programmed kernel costs no write), changed parameters are taken. Returns the
+ * kernel's service keys (for the destination chunks) and the ids whose destinations are unread.
+ */
+export function foldServices(
+  observed: ObservedState,
+  kernel: readonly ServiceStatus[],
+  desired: ReadonlyMap<VirtualServerId, unknown>,
+  touched: DesiredDelta,
+  fold: Fold,
+): { keys: ServiceKey[]; unread: Set<VirtualServerId> } {
+  const seen = new Set<VirtualServerId>();
+  const keys: ServiceKey[] = [];
+  const unread = new Set<VirtualServerId>();
+  for (const s of kernel) {
+    const { stats: _stats, ...service } = s;
+    const id = serviceId(service);
+    seen.add(id);
+    keys.push(service);
+    if (touched.virtualServers.has(id)) continue;
+    const o = observed.virtualServers.get(id);
+    if (!o) {
+      observed.virtualServers.set(id, { service, destinations: new Map() });
+      if (desired.has(id)) unread.add(id);
+      else fold.virtualServers.add(id);
+    } else if (!sameService(o.service, service)) {
+      o.service = service;
+      fold.virtualServers.add(id);
+    }
+  }
+  for (const id of [...observed.virtualServers.keys()]) {
+    if (seen.has(id) || touched.virtualServers.has(id)) continue;
+    observed.virtualServers.delete(id);
+    fold.virtualServers.add(id);
+  }
+  for (const id of desired.keys()) if (!seen.has(id) && !touched.virtualServers.has(id)) fold.virtualServers.add(id);
+  return { keys, unread };
+}
+
+/** Folds the destinations read for `keys` (same order) into `observed`; marks the virtual servers that differed (and the unread ones). */
+export function foldDestinations(
+  observed: ObservedState,
+  keys: readonly ServiceKey[],
+  reads: readonly DestinationStatus[][],
+  unread: ReadonlySet<VirtualServerId>,
+  touched: DesiredDelta,
+  fold: Fold,
+): void {
+  keys.forEach((key, i) => {
+    const id = serviceId(key);
+    const o = observed.virtualServers.get(id);
+    if (!o || touched.virtualServers.has(id)) return; // deleted or re-compared by a partial sync meanwhile
+    const fresh = new Map(reads[i]!.map((d) => [destinationId(d), observedDestination(d)]));
+    let differs = unread.has(id) || fresh.size !== o.destinations.size;
+    for (const [did, d] of fresh) {
+      const had = o.destinations.get(did);
+      if (!had || !sameDestination(had, d)) differs = true;
+    }
+    o.destinations = fresh;
+    if (differs) fold.virtualServers.add(id);
+  });
+}
+
+/**
+ * Folds one ipset as read (null: the set is missing) into `observed`; marks the entries that
+ * differ from observed, and the wanted ones the kernel lacks.
+ */
+export function foldSet(
+  observed: ObservedState,
+  set: string,
+  entries: readonly string[] | null,
+  wanted: ReadonlyMap<string, number>,
+  touched: DesiredDelta,
+  fold: Fold,
+): void {
+  const had = observed.ipsets.get(set);
+  const skip = touched.ipsetEntries.get(set);
+  if (entries === null) {
+    if (!had) return;
+    observed.ipsets.delete(set); // the plan re-creates and fills an owned set
+    fold.ipsetEntries.set(set, new Set(had));
+    return;
+  }
+  const fresh = new Set(entries);
+  const diff = new Set<string>();
+  for (const e of fresh) if (!had?.has(e) && !skip?.has(e)) diff.add(e);
+  for (const e of had ?? []) if (!fresh.has(e) && !skip?.has(e)) diff.add(e);
+  for (const e of wanted.keys()) if (!fresh.has(e) && !skip?.has(e)) diff.add(e);
+  // Entries a partial sync changed during the read keep their observed (newer) state.
+  for (const e of skip ?? []) {
+    if (had?.has(e)) fresh.add(e);
+    else fresh.delete(e);
+  }
+  observed.ipsets.set(set, fresh);
+  if (diff.size > 0) fold.ipsetEntries.set(set, diff);
+}
+
+/** Folds the dummy link's addresses as read into `observed`; marks those that differ from observed, and the wanted ones the kernel lacks. */
+export function foldAddresses(observed: ObservedState, addresses: readonly string[], wanted: ReadonlyMap<string, number>, touched: DesiredDelta, fold: Fold): void {
+  const fresh = new Set(addresses);
+  for (const a of fresh) if (!observed.addresses.has(a) && !touched.addresses.has(a)) fold.addresses.add(a);
+  for (const a of observed.addresses) if (!fresh.has(a) && !touched.addresses.has(a)) fold.addresses.add(a);
+  for (const a of wanted.keys()) if (!fresh.has(a) && !touched.addresses.has(a)) fold.addresses.add(a);
+  for (const a of touched.addresses) {
+    if (observed.addresses.has(a)) fresh.add(a);
+    else fresh.delete(a);
+  }
+  observed.addresses = fresh;
+}
+
+/** What one periodic verification did. */
+export interface VerifyReport {
+  durationMs: number;
+  /** Steps (reads) taken; partial syncs may run between any two. */
+  steps: number;
+  /** Objects found to differ from what the proxier believed, and compared again. */
+  repaired: number;
+  ops: number;
+  iptablesRestores: number;
+  errors: number;
+  /** The longest time one step held the sync queue (what a change could wait for, at most). */
+  maxHoldMs: number;
+}
+
+/** What the verification needs of the proxier. */
+export interface VerifyHost {
+  /** The sockets reads go through (separate from the writers'). */
+  read: { ipvs: IpvsClient; ipset: IpsetClient; link: LinkClient };
+  dummyName: string;
+  index: DesiredIndex;
+  iptables: IptablesKeeper;
+  now(): number;
+  observed(): ObservedState;
+  /** Runs `fn` in the sync queue (after the syncs that asked before). */
+  serial<T>(fn: () => Promise<T>): Promise<T>;
+  readNodePortAddresses(link: LinkClient): Promise<string[]>;
+  /** Re-ensures the node objects and takes the node-port addresses read; adds what that changed to `scope`. */
+  node(scope: DesiredDelta, nodePortAddresses: string[]): Promise<void>;
+  /** Plans and applies `scope`. */
+  repair(scope: DesiredDelta): Promise<{ ops: number; errors: number }>;
+  rules(): FamilyRules[];
+}
+
+/**
+ * Runs verifications: node objects, the service list, destinations VERIFY_CHUNK virtual servers
+ * at a time, each ipset, the dummy addresses, the iptables rules. Reads run outside the sync
+ * queue (on the read sockets), so a change waits for at most one fold-and-repair, never for
+ * the whole read; what partial syncs touch meanwhile (touch()) is left out of the fold.
+ */
+export class Verifier {
+  private touched: DesiredDelta | null = null;
+
+  constructor(private readonly host: VerifyHost) {}
+
+  /** A partial sync compared `scope` (and the draining virtual servers): newer than any read in flight. */
+  touch(scope: DesiredDelta, draining: Iterable<VirtualServerId>): void {
+    if (!this.touched) return;
+    mergeDelta(this.touched, scope);
+    for (const id of draining) this.touched.virtualServers.add(id);
+  }
+
+  /**
+   * One verification; throws when a read fails. `paced`: after each step, wait as long as it
+   * took (at most 250 ms), so it leaves at least half of the CPU (UML has one) to partial syncs.
+   */
+  async run(paced: boolean): Promise<VerifyReport> {
+    const h = this.host;
+    const t0 = h.now();
+    const r: VerifyReport = { durationMs: 0, steps: 0, repaired: 0, ops: 0, iptablesRestores: 0, errors: 0, maxHoldMs: 0 };
+    const held = (fn: () => Promise<void>): Promise<void> =>
+      h.serial(async () => {
+        const t = h.now();
+        try {
+          await fn();
+        } finally {
+          r.maxHoldMs = Math.max(r.maxHoldMs, Math.round(h.now() - t));
+        }
+      });
+    const repair = async (scope: DesiredDelta): Promise<void> => {
+      const { ops, errors } = await h.repair(scope);
+      r.ops += ops;
+      r.errors += errors;
+    };
+    let stepAt = h.now();
+    const pause = async (): Promise<void> => {
+      const took = paced ? Math.min(250, Math.max(0, h.now() - stepAt)) : 0;
+      await new Promise<void>((res) => (took >= 1 ? setTimeout(res, took) : setImmediate(res)));
+      stepAt = h.now();
+    };
+    const step = async <T>(readFn: () => Promise<T>, fold: (value: T, touched: DesiredDelta, f: Fold) => void): Promise<void> => {
+      await pause();
+      await h.serial(async () => void (this.touched = emptyDelta())); // no partial sync is half-way
+      const value = await readFn();
+      r.steps++;
+      await held(async () => {
+        const touched = this.touched ?? emptyDelta();
+        this.touched = null;
+        const f = emptyFold();
+        fold(value, touched, f);
+        if (isEmptyFold(f)) return;
+        r.repaired += f.virtualServers.size + f.addresses.size + [...f.ipsetEntries.values()].reduce((n, s) => n + s.size, 0);
+        await repair(foldScope(f));
+      });
+    };
+    try {
+      const addresses = await h.readNodePortAddresses(h.read.link); // every address (kube-ipvs0's too): outside the queue
+      await held(async () => {
+        const scope = emptyDelta();
+        await h.node(scope, addresses);
+        await repair(scope);
+      });
+      let listed: ReturnType<typeof foldServices> = { keys: [], unread: new Set() };
+      await step(() => h.read.ipvs.listServices(), (list, touched, f) => (listed = foldServices(h.observed(), list, h.index.virtualServers(), touched, f)));
+      const { keys, unread } = listed;
+      for (let i = 0; i < keys.length; i += VERIFY_CHUNK) {
+        const chunk = keys.slice(i, i + VERIFY_CHUNK);
+        await step(() => h.read.ipvs.listDestinationsMany(chunk), (dests, touched, f) => foldDestinations(h.observed(), chunk, dests, unread, touched, f));
+      }
+      for (const set of new Set([...OWNED_SETS.map((s) => s.spec.name), ...h.index.allSets()])) {
+        const list = async (): Promise<string[] | null> => {
+          try {
+            const [info] = await h.read.ipset.list(set);
+            return info ? info.entries.map(element) : null;
+          } catch (e) {
+            if (isNotFound(e)) return null;
+            throw e;
+          }
+        };
+        await step(list, (entries, touched, f) => foldSet(h.observed(), set, entries, h.index.ipsetEntries(set), touched, f));
+      }
+      const addrs = (): Promise<string[]> => h.read.link.listAddresses(h.dummyName).catch((e) => (isNotFound(e) ? [] : Promise.reject(e)));
+      await step(addrs, (list, touched, f) => foldAddresses(h.observed(), list, h.index.addresses(), touched, f));
+      await pause();
+      const prints = await h.iptables.read(h.rules()); // iptables-save outside the queue
+      await held(async () => {
+        r.iptablesRestores += (await h.iptables.sync(h.rules(), true, prints)).restores;
+      });
+    } finally {
+      this.touched = null;
+    }
+    r.durationMs = Math.round(h.now() - t0);
+    return r;
+  }
+}

@@ -1,0 +1,136 @@
+// GET requests to the API server over node:http/https with the auth of a ClientConfig: whole
+// JSON bodies for list pages, newline-delimited JSON read line by line for watches.
+import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } from 'node:https';
+
+import type { ClientConfig } from './kube-config.js';
+
+/** An API request that failed with an HTTP status or a watch ERROR event (a Status object). */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'ApiError';
+  }
+}
+
+/** True for 410 Gone: the resourceVersion (or continue token) is too old; list again. */
+export function isGone(err: unknown): boolean {
+  return err instanceof ApiError && err.status === 410;
+}
+
+/** One line for a failed request: `HTTP 403: <Status message>` or the error's first line. */
+export function describeError(err: unknown): string {
+  if (err instanceof ApiError) return `HTTP ${err.status}: ${err.message}`;
+  const e = err as { message?: unknown } | null | undefined;
+  return String(e?.message ?? err).split('\n')[0]!;
+}
+
+/** Error bodies longer than this are cut (a Status is small). */
+const MAX_ERROR_BODY = 64 * 1024;
+
+/** A client of one API server; close() drops its kept-alive connections. */
+export class KubeHttp {
+  readonly #config: ClientConfig;
+  readonly #agent: HttpAgent;
+
+  constructor(config: ClientConfig) {
+    this.#config = config;
+    const https = config.server.startsWith('https:');
+    this.#agent = https ? new HttpsAgent({ keepAlive: true }) : new HttpAgent({ keepAlive: true });
+  }
+
+  /** The server URL (for logs). */
+  get server(): string {
+    return this.#config.server;
+  }
+
+  /** GETs `path` (with its query); resolves with a 200 response, rejects with an ApiError otherwise. */
+  async get(path: string, signal: AbortSignal): Promise<IncomingMessage> {
+    const url = new URL(this.#config.server + path);
+    const opts: RequestOptions = { method: 'GET', agent: this.#agent, signal, headers: { accept: 'application/json' } };
+    await this.#config.apply(opts);
+    signal.throwIfAborted();
+    const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
+    const res = await new Promise<IncomingMessage>((resolve, reject) => {
+      const req = send(url, opts, resolve);
+      req.on('error', reject);
+      req.end();
+    });
+    if (res.statusCode === 200) return res;
+    const body = await readBody(res, MAX_ERROR_BODY).catch(() => '');
+    throw new ApiError(res.statusCode ?? 0, statusMessage(body) ?? (res.statusMessage || 'request failed'));
+  }
+
+  /** GETs `path` and parses the JSON body. */
+  async getJson(path: string, signal: AbortSignal): Promise<unknown> {
+    const res = await this.get(path, signal);
+    return JSON.parse(await readBody(res, Infinity));
+  }
+
+  /** Drops kept-alive and open connections. */
+  close(): void {
+    this.#agent.destroy();
+  }
+}
+
+/**
+ * Reads newline-delimited JSON from a watch response, calling `onEvent` for each line as it
+ * arrives; resolves when the stream ends, rejects on a stream error or when `onEvent` throws
+ * (the response is then destroyed).
+ */
+export function readLines(res: IncomingMessage, onEvent: (event: unknown) => void): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let pending = '';
+    let failed = false;
+    res.setEncoding('utf8');
+    res.on('data', (chunk: string) => {
+      if (failed) return;
+      let start = 0;
+      let nl: number;
+      try {
+        while ((nl = chunk.indexOf('\n', start)) >= 0) {
+          const line = pending + chunk.slice(start, nl);
+          pending = '';
+          start = nl + 1;
+          if (line.trim()) onEvent(JSON.parse(line));
+        }
+      } catch (e) {
+        failed = true;
+        res.destroy();
+        reject(e);
+        return;
+      }
+      pending += chunk.slice(start);
+    });
+    res.on('end', () => failed || resolve());
+    res.on('error', (e) => failed || reject(e));
+    res.on('close', () => failed || res.complete || reject(new Error('watch stream closed before its end')));
+  });
+}
+
+function readBody(res: IncomingMessage, max: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    res.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size <= max) chunks.push(c);
+    });
+    res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    res.on('error', reject);
+    res.on('close', () => res.complete || reject(new Error('response closed before its end')));
+  });
+}
+
+/** The `message` of a Status body, if it is one. */
+function statusMessage(body: string): string | undefined {
+  try {
+    const s = JSON.parse(body) as { message?: unknown };
+    return typeof s.message === 'string' ? s.message : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,46 @@
+// Starts the configured source before the daemon's other modules are loaded: the API server
+// (or the manifests) is read while the daemon still loads, probes the kernel and builds its
+// proxier; what the source delivers meanwhile waits in a DeferredHandler.
+import { hostname } from 'node:os';
+
+import type { Config } from '../config.js';
+import type { Logger } from '../log.js';
+import { DeferredHandler } from './deferred.js';
+import type { ProxySource } from './types.js';
+
+/** A started source whose deliveries wait in `held` until the proxier attaches. */
+export interface EarlySource {
+  source: ProxySource;
+  held: DeferredHandler;
+  /** source.start(held): resolves after onSynced; awaited once the proxier is attached. */
+  synced: Promise<void>;
+}
+
+/** The node name: --hostname-override, else the host name, lower-cased as kube-proxy does. */
+export function nodeNameOf(config: Config): string {
+  return (config.hostnameOverride ?? hostname()).trim().toLowerCase();
+}
+
+/** The source of objects; only the chosen one is loaded. */
+async function sourceFor(config: Config, nodeName: string, logger: Logger): Promise<ProxySource> {
+  if (config.manifests) {
+    const { ManifestSource } = await import('./manifests.js');
+    return new ManifestSource({ path: config.manifests, nodeName, logger });
+  }
+  const { KubernetesSource } = await import('./kubernetes.js');
+  return new KubernetesSource({
+    nodeName,
+    logger,
+    ...(config.kubeconfig ? { kubeconfig: config.kubeconfig } : {}),
+    ...(config.master ? { master: config.master } : {}),
+  });
+}
+
+/** Creates and starts the configured source; never rejects (a failed start rejects `synced`). */
+export async function startSource(config: Config, logger: Logger): Promise<EarlySource> {
+  const source = await sourceFor(config, nodeNameOf(config), logger);
+  const held = new DeferredHandler();
+  const synced = source.start(held);
+  synced.catch(() => {}); // awaited by the daemon once the proxier can take the objects
+  return { source, held, synced };
+}

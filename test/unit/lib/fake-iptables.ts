@@ -1,0 +1,35 @@
+// A stand-in for the Iptables driver in proxier tests: sync() records the spec as the kernel's
+// owned rules, saveOwned() reads them back; `rules` can be changed to simulate drift.
+import type { Iptables, TableSpec } from '../../../src/kernel/iptables.js';
+
+/** The fake driver and what it saw. */
+export interface FakeIptables {
+  ipt: Iptables;
+  /** iptables-restore runs. */
+  restores: number;
+  /** iptables-save runs (by saveOwned). */
+  saves: number;
+  /** The owned rules "in the kernel" (set to '' to simulate a deleted chain). */
+  rules: string;
+}
+
+/** A fake Iptables driver; see the file comment. */
+export function fakeIptables(): FakeIptables {
+  const f: FakeIptables = {
+    restores: 0,
+    saves: 0,
+    rules: '',
+    ipt: {
+      sync: async (spec: TableSpec[]) => {
+        f.restores++;
+        f.rules = JSON.stringify(spec);
+        return [];
+      },
+      saveOwned: async () => {
+        f.saves++;
+        return { backend: 'legacy', nat: [f.rules], filter: [] };
+      },
+    } as unknown as Iptables,
+  };
+  return f;
+}

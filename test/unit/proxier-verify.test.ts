@@ -1,0 +1,209 @@
+// The periodic verification (in-memory kernels): no writes when nothing drifted, every kind of
+// drift repaired, and a change arriving during the verification is not held back by it.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { beforeEach, describe, expect, it } from 'vitest';
+
+import { parseArgs } from '../../src/config.js';
+import { FakeIpsetClient } from '../../src/kernel/ipset/fake.js';
+import { FakeIpvsClient } from '../../src/kernel/ipvs/fake.js';
+import type { IpvsClient } from '../../src/kernel/ipvs/client.js';
+import { FakeLinkClient } from '../../src/kernel/link.js';
+import { createLogger } from '../../src/log.js';
+import { endpointSliceSchema, serviceSchema } from '../../src/model/k8s.js';
+import { IpvsProxier } from '../../src/proxy/ipvs/proxier.js';
+import type { SourceHandler } from '../../src/source/types.js';
+import { fakeIptables, type FakeIptables } from './lib/fake-iptables.js';
+
+const svc = (name: string, ip: string) =>
+  serviceSchema.parse({ metadata: { name, namespace: 'ns' }, spec: { clusterIP: ip, ports: [{ name: 'http', port: 80, targetPort: 8080 }] } });
+const slice = (name: string, ips: string[]) =>
+  endpointSliceSchema.parse({
+    metadata: { name: `${name}-1`, namespace: 'ns', labels: { 'kubernetes.io/service-name': name } },
+    addressType: 'IPv4',
+    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+    endpoints: ips.map((ip) => ({ addresses: [ip], conditions: { ready: true } })),
+  });
+
+let ipvs: FakeIpvsClient;
+let ipset: FakeIpsetClient;
+let link: FakeLinkClient;
+let iptables: FakeIptables;
+let proxier: IpvsProxier;
+let handler: SourceHandler;
+/** Holds the next destination read (after taking its snapshot) until released. */
+let gate: { held: Promise<void>; release: () => void; reached: Promise<void>; arrive: () => void } | null;
+
+function gated(inner: FakeIpvsClient): IpvsClient {
+  return new Proxy(inner, {
+    get(target, prop, receiver) {
+      if (prop !== 'listDestinationsMany') return Reflect.get(target, prop, receiver);
+      return async (...args: Parameters<IpvsClient['listDestinationsMany']>) => {
+        const snapshot = await target.listDestinationsMany(...args);
+        const g = gate;
+        if (g) {
+          gate = null;
+          g.arrive();
+          await g.held;
+        }
+        return snapshot;
+      };
+    },
+  });
+}
+
+beforeEach(async () => {
+  ipvs = new FakeIpvsClient();
+  ipset = new FakeIpsetClient();
+  link = new FakeLinkClient();
+  link.addLink('eth0', null, true, ['192.0.2.10']);
+  iptables = fakeIptables();
+  gate = null;
+  proxier = new IpvsProxier({
+    config: parseArgs(['--hostname-override', 'n1']).config,
+    nodeName: 'n1',
+    logger: createLogger({ format: 'json', verbosity: 0 }, { write: () => true } as never),
+    dummyName: 'kube-ipvs0',
+    clients: { ipvs, ipset, link, iptables: { ipv4: iptables.ipt, ipv6: null }, read: { ipvs: gated(ipvs), ipset, link } },
+    sysctl: () => [],
+    conntrack: async () => undefined,
+  });
+  handler = proxier.handler(() => {});
+  for (let i = 0; i < 300; i++) {
+    handler.onService(`ns/s${i}`, svc(`s${i}`, `10.96.${i >> 8}.${i & 255}`));
+    handler.onEndpointSlice(`ns/s${i}-1`, slice(`s${i}`, ['10.244.1.2', '10.244.2.2']));
+  }
+  await proxier.sync({ full: true });
+});
+
+async function periodic() {
+  await proxier.sync({ periodic: true });
+  return proxier.verified();
+}
+
+describe('periodic verification', () => {
+  it('nothing drifted: 0 kernel writes, no iptables-restore (one iptables-save), several steps', async () => {
+    ipvs.resetCounters();
+    ipset.resetCounters();
+    const restores = iptables.restores;
+    const addressCalls = link.calls.filter((c) => c.startsWith('addAddresses')).length;
+    const r = await periodic();
+    expect(r).toMatchObject({ repaired: 0, ops: 0, iptablesRestores: 0, errors: 0 });
+    expect(r!.steps).toBeGreaterThan(3); // services, 3 destination chunks, sets, addresses
+    expect(ipvs.calls.apply).toBe(0);
+    expect(ipset.calls.add + ipset.calls.del + ipset.calls.create).toBe(0);
+    expect(link.calls.filter((c) => c.startsWith('addAddresses')).length).toBe(addressCalls);
+    expect(iptables.restores).toBe(restores);
+  });
+
+  it('repairs ipvsadm -C, a flushed and a destroyed ipset, the dummy link, a deleted chain', async () => {
+    await ipvs.flush();
+    await ipset.flush('KUBE-CLUSTER-IP');
+    await ipset.destroy('KUBE-LOOP-BACK');
+    await link.deleteLink('kube-ipvs0');
+    iptables.rules = '';
+    const r = await periodic();
+    expect(r!.errors).toBe(0);
+    expect(Object.keys(ipvs.weights())).toHaveLength(300);
+    expect(ipvs.weights()['tcp/10.96.1.4:80']).toEqual({ '10.244.1.2:8080': 1, '10.244.2.2:8080': 1 });
+    expect(ipset.members('KUBE-CLUSTER-IP')).toHaveLength(300);
+    expect(ipset.members('KUBE-LOOP-BACK')).toEqual([]); // re-created (no local endpoints here)
+    expect(await link.listAddresses('kube-ipvs0')).toHaveLength(300);
+    expect(iptables.rules).not.toBe('');
+    // and a second verification finds nothing left to do
+    ipvs.resetCounters();
+    expect(await periodic()).toMatchObject({ repaired: 0, ops: 0, iptablesRestores: 0 });
+  });
+
+  it('removes a foreign virtual server on an owned VIP and a stray real server', async () => {
+    await ipvs.apply([
+      { kind: 'addService', service: { family: 'ipv4', protocol: 'tcp', address: '10.96.0.1', port: 443, fwmark: null, scheduler: 'rr', flags: [], timeout: 0, netmask: 0xffffffff, pe: null } },
+      { kind: 'addDestination', service: { family: 'ipv4', protocol: 'tcp', address: '10.96.0.1', port: 80, fwmark: null }, destination: { address: '10.244.9.9', port: 8080, forward: 'masq', weight: 1, upperThreshold: 0, lowerThreshold: 0 } },
+    ]);
+    await periodic();
+    expect(ipvs.weights()['tcp/10.96.0.1:443']).toBeUndefined();
+    expect(ipvs.weights()['tcp/10.96.0.1:80']).toEqual({ '10.244.1.2:8080': 1, '10.244.2.2:8080': 1, '10.244.9.9:8080': 0 }); // drains
+  });
+
+  it('a change during the verification is applied before the verification ends, and the stale read does not undo it', async () => {
+    let release!: () => void;
+    let arrive!: () => void;
+    const reached = new Promise<void>((r) => (arrive = r));
+    gate = { held: new Promise<void>((r) => (release = r)), release: () => release(), reached, arrive: () => arrive() };
+    await proxier.sync({ periodic: true });
+    await reached; // the verification holds a snapshot of the first chunk's destinations
+    handler.onEndpointSlice('ns/s1-1', slice('s1', ['10.244.1.2', '10.244.2.2', '10.244.3.2']));
+    const r = await proxier.sync();
+    expect(r.ops.addDestination).toBe(1);
+    expect(ipvs.weights()['tcp/10.96.0.1:80']).toEqual({ '10.244.1.2:8080': 1, '10.244.2.2:8080': 1, '10.244.3.2:8080': 1 });
+    release();
+    const v = await proxier.verified();
+    expect(v).toMatchObject({ repaired: 0, ops: 0 }); // s1 was touched meanwhile: its stale read is ignored
+    expect(ipvs.weights()['tcp/10.96.0.1:80']).toEqual({ '10.244.1.2:8080': 1, '10.244.2.2:8080': 1, '10.244.3.2:8080': 1 });
+  });
+});
+
+describe('restart over a programmed kernel', () => {
+  function restarted(stateDir?: string, read?: IpvsClient) {
+    const p = new IpvsProxier({
+      config: parseArgs(['--hostname-override', 'n1']).config,
+      nodeName: 'n1',
+      logger: createLogger({ format: 'json', verbosity: 0 }, { write: () => true } as never),
+      dummyName: 'kube-ipvs0',
+      clients: { ipvs, ipset, link, iptables: { ipv4: iptables.ipt, ipv6: null }, ...(read ? { read: { ipvs: read, ipset, link } } : {}) },
+      sysctl: () => [],
+      conntrack: async () => undefined,
+      ...(stateDir ? { stateDir } : {}),
+    });
+    const h = p.handler(() => {});
+    for (let i = 0; i < 300; i++) {
+      h.onService(`ns/s${i}`, svc(`s${i}`, `10.96.${i >> 8}.${i & 255}`));
+      h.onEndpointSlice(`ns/s${i}-1`, slice(`s${i}`, ['10.244.1.2', '10.244.2.2']));
+    }
+    return { p, h };
+  }
+
+  it('nothing changed: no kernel write, no whole-table dump, no iptables-restore (state dir kept the rules hash)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kip-state-'));
+    try {
+      const first = restarted(dir);
+      await first.p.sync(); // adopts the kernel programmed in beforeEach, and restores iptables once (no state yet)
+      ipvs.resetCounters();
+      ipset.resetCounters();
+      const restores = iptables.restores;
+      const addressCalls = link.calls.filter((c) => c.startsWith('addAddresses')).length;
+      const second = restarted(dir);
+      await second.p.sync();
+      expect(ipvs.calls.apply).toBe(0);
+      expect(ipvs.calls.dumpAll).toBe(0);
+      expect(ipset.calls.add + ipset.calls.del + ipset.calls.create).toBe(0);
+      expect(link.calls.filter((c) => c.startsWith('addAddresses')).length).toBe(addressCalls);
+      expect(iptables.restores).toBe(restores);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a change made while down is written before the rest of the table is read, and only it', async () => {
+    const order: string[] = [];
+    const spy = new Proxy(ipvs, {
+      get(target, prop, receiver) {
+        const v = Reflect.get(target, prop, receiver);
+        if (prop === 'listDestinationsMany') return (...a: Parameters<IpvsClient['listDestinationsMany']>) => (order.push('read'), target.listDestinationsMany(...a));
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    });
+    const origApply = ipvs.apply.bind(ipvs);
+    ipvs.apply = async (ops) => (order.push('write'), origApply(ops));
+    const { p, h } = restarted(undefined, spy as IpvsClient);
+    h.onService('ns/new', svc('new', '10.96.9.9'));
+    h.onEndpointSlice('ns/new-1', slice('new', ['10.244.1.2']));
+    ipvs.resetCounters();
+    await p.sync();
+    expect(ipvs.ops).toMatchObject({ addService: 1, addDestination: 1, updateDestination: 0, deleteDestination: 0, updateService: 0 });
+    expect(order.indexOf('write')).toBeLessThan(order.lastIndexOf('read')); // written before the last chunk was read
+    expect(ipvs.weights()['tcp/10.96.9.9:80']).toEqual({ '10.244.1.2:8080': 1 });
+  });
+});
