@@ -4,7 +4,7 @@ import { execFileSync } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { Daemon, forks, percentile, workOf } from './daemon-probe.mjs';
+import { Daemon, forks, percentile, sizeOf, verificationOps, workOf } from './daemon-probe.mjs';
 import { churnIp, replaceEndpoint, vip } from './objects.mjs';
 import { reloadIpvs, sh, time } from './uml-kernel.mjs';
 
@@ -137,6 +137,7 @@ export async function restart({ daemon, args, log, probe, cluster, api }) {
   const stopped = await daemon.stop();
   const c = change(cluster, api, cluster.pick());
   api.resetStats();
+  const logFrom = sizeOf(log);
   const next = new Daemon(args, log);
   let usefulMs = null;
   let ready = null;
@@ -152,7 +153,7 @@ export async function restart({ daemon, args, log, probe, cluster, api }) {
     await sleep(25);
   }
   const firstListMs = api.stats.firstListAt ? next.elapsed(api.stats.firstListAt) : null;
-  return { daemon: next, stopped, usefulMs, readyMs: ready.ms, firstListMs, kernelOps: workOf(ready.metrics).kernelOps };
+  return { daemon: next, stopped, usefulMs, readyMs: ready.ms, firstListMs, kernelOps: workOf(ready.metrics).kernelOps, verifyOps: verificationOps(log, logFrom) };
 }
 
 /**
@@ -161,7 +162,7 @@ export async function restart({ daemon, args, log, probe, cluster, api }) {
  * (the daemon's kernel-op counters), processes+threads created (system-wide /proc/stat while the
  * bench only reads /metrics), syncs and their time (the sync duration histogram).
  */
-export async function periodic({ daemon, periodMs, periods }) {
+export async function periodic({ daemon, periodMs, periods, log }) {
   const snap = async () => workOf(await daemon.metrics());
   // Settle: until a whole period made no kernel write (draining real servers of earlier phases end).
   let settled = 0;
@@ -174,13 +175,14 @@ export async function periodic({ daemon, periodMs, periods }) {
   }
   const w0 = await snap();
   const f0 = forks();
+  const logFrom = sizeOf(log);
   await sleep(periods * periodMs);
   const w1 = await snap();
   const f1 = forks();
   const syncs = w1.syncs - w0.syncs;
   return {
     periods, settled, syncs, full: w1.fullSyncs - w0.fullSyncs,
-    kernelOps: (w1.kernelOps - w0.kernelOps) / periods, forks: (f1 - f0) / periods,
+    kernelOps: (w1.kernelOps - w0.kernelOps) / periods, verifyOps: verificationOps(log, logFrom) / periods, forks: (f1 - f0) / periods,
     syncMs: syncs > 0 ? ((w1.syncSeconds - w0.syncSeconds) / syncs) * 1000 : 0,
   };
 }

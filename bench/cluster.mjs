@@ -116,13 +116,13 @@ async function runSize(n, probe) {
   step('restart');
   r.restart = await restart({ daemon: p.daemon, args: restartArgs, log: LOG, probe, cluster, api });
   r.memRestart = await memory(r.restart.daemon);
-  console.log(`  restart over the programmed kernel (1 change while down): first list ${r.restart.firstListMs === null ? '-' : s(r.restart.firstListMs)}, change in the kernel ${s(r.restart.usefulMs)}, first sync done ${s(r.restart.readyMs)}, kernel writes ${r.restart.kernelOps}; ${mem(r.memRestart)}`);
+  console.log(`  restart over the programmed kernel (1 change while down): first list ${r.restart.firstListMs === null ? '-' : s(r.restart.firstListMs)}, change in the kernel ${s(r.restart.usefulMs)}, first sync done ${s(r.restart.readyMs)}, kernel writes ${r.restart.kernelOps} (+ ${r.restart.verifyOps} logged by verifications); ${mem(r.memRestart)}`);
   console.log(`    SIGTERM -> exit of the previous daemon: ${s(r.restart.stopped.ms)}${r.restart.stopped.killed ? ' (did not exit in 30 s: SIGKILL)' : ''}`);
 
   step('periodic sync');
-  r.periodic = await periodic({ daemon: r.restart.daemon, periodMs: PERIOD_MS, periods: 2 });
+  r.periodic = await periodic({ daemon: r.restart.daemon, periodMs: PERIOD_MS, periods: 2, log: LOG });
   r.memPeriodic = await memory(r.restart.daemon);
-  console.log(`  no changes for ${r.periodic.periods} periods (--ipvs-sync-period ${PERIOD_MS / 1000}s, after ${r.periodic.settled} period(s) still writing): ${r.periodic.syncs} syncs (${r.periodic.full} full), ${s(r.periodic.syncMs)} each; per period ${r.periodic.kernelOps.toFixed(0)} kernel writes, ${r.periodic.forks.toFixed(1)} processes+threads created (system-wide); ${mem(r.memPeriodic)}`);
+  console.log(`  no changes for ${r.periodic.periods} periods (--ipvs-sync-period ${PERIOD_MS / 1000}s, after ${r.periodic.settled} period(s) still writing): ${r.periodic.syncs} syncs (${r.periodic.full} full), ${s(r.periodic.syncMs)} each; per period ${r.periodic.kernelOps.toFixed(0)} kernel writes (+ ${r.periodic.verifyOps.toFixed(0)} logged by verifications), ${r.periodic.forks.toFixed(1)} processes+threads created (system-wide); ${mem(r.memPeriodic)}`);
   console.log(`  api server: ${JSON.stringify({ ...api.stats, listParams: [...api.stats.listParams], watchParams: [...api.stats.watchParams] })}`);
 
   r.stop = await r.restart.daemon.stop();
@@ -181,7 +181,7 @@ try {
 console.log(`\n| N × ${EP} | cold start vs ipvsadm-restore | ratio | first list | RSS / heap after cold start | one change p50 / p99 | churn 50/s p50 / p99 | RSS after churn | restart: change in kernel / ready / writes | no-change period: sync time / writes / processes |`);
 console.log('|---|---|---|---|---|---|---|---|---|---|');
 for (const r of results) {
-  console.log(`| ${r.n.toLocaleString('en')} | ${s(r.cold)} vs ${s(r.restore)} | ${r.ratio.toFixed(2)} | ${r.firstList === null ? '-' : s(r.firstList)} | ${MiB(r.memCold.rss)} / ${MiB(r.memCold.heap)} | ${msf(r.one.p50)} / ${msf(r.one.p99)} | ${msf(r.churn.p50)} / ${msf(r.churn.p99)} | ${MiB(r.memChurn.rss)} | ${s(r.restart.usefulMs)} / ${s(r.restart.readyMs)} / ${r.restart.kernelOps} | ${s(r.periodic.syncMs)} / ${r.periodic.kernelOps.toFixed(0)} / ${r.periodic.forks.toFixed(1)} |`);
+  console.log(`| ${r.n.toLocaleString('en')} | ${s(r.cold)} vs ${s(r.restore)} | ${r.ratio.toFixed(2)} | ${r.firstList === null ? '-' : s(r.firstList)} | ${MiB(r.memCold.rss)} / ${MiB(r.memCold.heap)} | ${msf(r.one.p50)} / ${msf(r.one.p99)} | ${msf(r.churn.p50)} / ${msf(r.churn.p99)} | ${MiB(r.memChurn.rss)} | ${s(r.restart.usefulMs)} / ${s(r.restart.readyMs)} / ${r.restart.kernelOps}+${r.restart.verifyOps} | ${s(r.periodic.syncMs)} / ${r.periodic.kernelOps.toFixed(0)}+${r.periodic.verifyOps.toFixed(0)} / ${r.periodic.forks.toFixed(1)} |`);
 }
 if (manifests) console.log(`| ${manifests.n.toLocaleString('en')} --manifests | ${s(manifests.cold)} vs ${s(manifests.restore)} | ${manifests.ratio.toFixed(2)} | | ${MiB(manifests.memCold.rss)} / ${MiB(manifests.memCold.heap)} | | | | | |`);
 console.log(`runtime ${((Date.now() - started) / 60_000).toFixed(1)} min`);

@@ -2,7 +2,7 @@
 // a child process, read its /metrics and /proc status, and look at the kernel's IPVS table
 // through the addon's netlink client (one service's real servers per dump: cheap to poll).
 import { spawn } from 'node:child_process';
-import { openSync, closeSync, readFileSync } from 'node:fs';
+import { openSync, closeSync, readFileSync, statSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -99,6 +99,31 @@ export function workOf(m) {
     fullSyncs: sum(m, 'kubeproxy_sync_full_proxy_rules_duration_seconds_count'),
     heapMiB: sum(m, 'nodejs_heap_size_used_bytes') / 2 ** 20,
   };
+}
+
+/**
+ * Kernel ops the daemon logged for its periodic verifications (`verified ... ops=N`, text or JSON
+ * log) from byte `from` of its log on; they are not in kube_ipvs_proxy_kernel_ops_total.
+ */
+export function verificationOps(logFile, from = 0) {
+  let text;
+  try {
+    text = readFileSync(logFile).subarray(from).toString();
+  } catch {
+    return 0;
+  }
+  let n = 0;
+  for (const m of text.matchAll(/^.*\bverified\b.*$/gm)) n += Number(/\bops"?[=:](\d+)/.exec(m[0])?.[1] ?? 0);
+  return n;
+}
+
+/** Bytes in a file (0 if missing). */
+export function sizeOf(file) {
+  try {
+    return statSync(file).size;
+  } catch {
+    return 0;
+  }
 }
 
 /** Processes and threads created in the whole system since boot (/proc/stat `processes`). */
