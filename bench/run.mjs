@@ -2,13 +2,18 @@
 //   IPVS (inside User-Mode Linux): addon vs ipvsadm-restore / ipvsadm -Sn   -> bench/ipvs.mjs
 //   ipset (host kernel, fresh netns): client vs ipset restore / ipset save    -> bench/ipset.mjs
 //   iptables mode (host kernel, fresh netns): proxier vs iptables-restore     -> bench/iptables.mjs
+// Only when named (it takes minutes): `npm run bench -- cluster [--sizes 1000,3000] [--quick]`
+//   the daemon against a fake API server at cluster scale, inside UML       -> bench/cluster.mjs
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 import { runInUml } from '../test/harness/uml.mjs';
 
 const here = (f) => fileURLToPath(new URL(f, import.meta.url));
-const only = process.argv.slice(2);
+const NAMES = ['ipset', 'iptables', 'ipvs', 'cluster'];
+const argv = process.argv.slice(2);
+const only = argv.filter((a) => NAMES.includes(a));
+const clusterArgs = argv.filter((a) => !NAMES.includes(a));
 let failed = 0;
 
 if (!only.length || only.includes('ipset')) {
@@ -24,6 +29,13 @@ if (!only.length || only.includes('iptables')) {
 if (!only.length || only.includes('ipvs')) {
   console.log('== IPVS (User-Mode Linux)');
   const r = await runInUml({ command: [process.execPath, here('./ipvs.mjs')], timeoutMs: 15 * 60_000 });
+  if (r.code !== 0) failed++;
+}
+if (only.includes('cluster')) {
+  console.log('== cluster scale (User-Mode Linux): the daemon against a fake API server');
+  const commit = spawnSync('git', ['describe', '--always', '--dirty', '--abbrev=12'], { encoding: 'utf8' }).stdout?.trim() || 'unknown';
+  const big = /(^|[,\s=])\d{5,}/.test(clusterArgs.join(' '));
+  const r = await runInUml({ command: [process.execPath, here('./cluster.mjs'), ...clusterArgs], env: { KIP_BENCH_COMMIT: commit }, mem: big ? '3G' : '1536M', timeoutMs: 120 * 60_000 });
   if (r.code !== 0) failed++;
 }
 process.exitCode = failed ? 1 : 0;

@@ -1,0 +1,194 @@
+// The phases of the cluster-scale benchmark (bench/cluster.mjs), each against a running daemon
+// (the built dist/src/cli.js) and the real kernel, inside UML.
+import { execFileSync } from 'node:child_process';
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { Daemon, forks, percentile, sizeOf, verificationOps, workOf } from './daemon-probe.mjs';
+import { churnIp, replaceEndpoint, vip } from './objects.mjs';
+import { reloadIpvs, sh, time } from './uml-kernel.mjs';
+
+/** Removes everything the daemon and ipvsadm-restore made: cleanup, then a fresh ip_vs module. */
+export function cleanKernel() {
+  execFileSync(process.execPath, ['dist/src/cli.js', 'cleanup'], { stdio: 'ignore' });
+  reloadIpvs();
+}
+
+/** `ipvsadm-restore` of the reference table into an empty kernel, in ms. */
+export async function restoreMs(text) {
+  cleanKernel();
+  return time(() => sh('ipvsadm-restore', [], text));
+}
+
+/** Services sampled by the cold-start poll: first, last and evenly spread. */
+function samples(n) {
+  const k = Math.min(n, 16);
+  return [...new Set(Array.from({ length: k }, (_, j) => Math.round((j * (n - 1)) / (k - 1 || 1))))];
+}
+
+/**
+ * Spawns the daemon over an empty kernel and polls until every VS/RS is there: every `pollMs`
+ * the real servers of 16 sampled services (first, last, evenly spread); once those are complete,
+ * a full dump (1 + N) right after must find every VS and RS. The time is when the samples were
+ * complete; if the dump finds the table incomplete, polling goes on and the time is the end of
+ * the first full dump that finds it complete.
+ */
+export async function coldStart({ args, log, probe, cluster, api }) {
+  cleanKernel();
+  await probe.reopen();
+  api?.resetStats();
+  const daemon = new Daemon(args, log);
+  const expected = samples(cluster.n).map((i) => [vip(i), cluster.addresses(i)]);
+  let confirms = 0;
+  for (;;) {
+    daemon.alive();
+    if (await probe.has(expected)) {
+      const t = performance.now();
+      const c = await probe.count();
+      confirms++;
+      if (c.vs >= cluster.n && c.rs >= cluster.n * cluster.endpoints) {
+        const end = performance.now();
+        return { daemon, ms: daemon.elapsed(confirms === 1 ? t : end), checkMs: end - t, confirms, firstListMs: api?.stats.firstListAt ? daemon.elapsed(api.stats.firstListAt) : null };
+      }
+    }
+    if (daemon.elapsed() > 900_000) throw new Error('cold start: the kernel table was not complete after 15 min');
+    await sleep(cluster.pollMs);
+  }
+}
+
+/** Writes one endpoint change and returns {i, ip, at}: service i's endpoint slot now has address ip. */
+function change(cluster, api, i) {
+  const ip = churnIp(cluster.nextIp++);
+  const j = cluster.nextSlot++ % cluster.endpoints;
+  cluster.slices[i] = replaceEndpoint(cluster.slices[i], i, j, ip);
+  cluster.current[i][j] = ip;
+  const at = performance.now();
+  api.put('endpointslices', cluster.slices[i]);
+  return { i, ip, at };
+}
+
+/** `count` single changes `gapMs` apart: event written to the watch -> new real server in the kernel (ms). */
+export async function oneChange({ daemon, probe, cluster, api, count, gapMs }) {
+  const lat = [];
+  for (let k = 0; k < count; k++) {
+    await sleep(gapMs);
+    const c = change(cluster, api, cluster.pick());
+    for (;;) {
+      daemon.alive();
+      if ((await probe.destinations(vip(c.i))).has(c.ip)) break;
+      if (performance.now() - c.at > 60_000) throw new Error(`one change: ${vip(c.i)} never got ${c.ip}`);
+      await sleep(2);
+    }
+    lat.push(performance.now() - c.at);
+  }
+  return { p50: percentile(lat, 50), p99: percentile(lat, 99), max: Math.max(...lat), n: lat.length };
+}
+
+/**
+ * Changes at `rate`/s for `seconds` (each to a service with no change in flight); a checker reads
+ * the oldest 32 outstanding services every 10 ms (at once again when all 32 had landed).
+ * Latency: write -> seen in the kernel.
+ */
+export async function churn({ daemon, probe, cluster, api, rate, seconds }) {
+  const outstanding = [];
+  const busy = new Set();
+  const lat = [];
+  const t0 = performance.now();
+  let issued = 0;
+  let writing = true;
+  const writer = (async () => {
+    while (performance.now() - t0 < seconds * 1000) {
+      const due = Math.floor(((performance.now() - t0) / 1000) * rate);
+      for (; issued < due; issued++) {
+        let i = cluster.pick();
+        while (busy.has(i)) i = cluster.pick();
+        busy.add(i);
+        outstanding.push(change(cluster, api, i));
+      }
+      await sleep(5);
+    }
+    writing = false;
+  })();
+  const deadline = t0 + seconds * 1000 + 120_000;
+  while (writing || outstanding.length) {
+    daemon.alive();
+    if (performance.now() > deadline) throw new Error(`churn: ${outstanding.length} changes not in the kernel 120 s after the last`);
+    let seen = 0;
+    const batch = outstanding.slice(0, 32);
+    for (const c of batch) {
+      if (!(await probe.destinations(vip(c.i))).has(c.ip)) continue;
+      lat.push(performance.now() - c.at);
+      outstanding.splice(outstanding.indexOf(c), 1);
+      busy.delete(c.i);
+      seen++;
+    }
+    if (seen < batch.length || !batch.length) await sleep(10); // all 32 landed: read the next ones at once
+  }
+  await writer;
+  return { p50: percentile(lat, 50), p99: percentile(lat, 99), max: Math.max(...lat), n: lat.length, rate: issued / seconds };
+}
+
+/**
+ * Stops the daemon, makes one change while it is down, starts it again over the programmed
+ * kernel: first list, first useful write (that change in the kernel), ready (first successful
+ * sync), kernel writes made by then.
+ */
+export async function restart({ daemon, args, log, probe, cluster, api }) {
+  const stopped = await daemon.stop();
+  const c = change(cluster, api, cluster.pick());
+  api.resetStats();
+  const logFrom = sizeOf(log);
+  const next = new Daemon(args, log);
+  let usefulMs = null;
+  let ready = null;
+  let polls = 0;
+  while (usefulMs === null || ready === null) {
+    next.alive();
+    if (usefulMs === null && (await probe.destinations(vip(c.i))).has(c.ip)) usefulMs = next.elapsed();
+    if (ready === null && ++polls % 8 === 0) {
+      const m = await next.metrics();
+      if (m && (m.get('kubeproxy_sync_proxy_rules_last_timestamp_seconds') ?? 0) > 0) ready = { ms: next.elapsed(), metrics: m };
+    }
+    if (next.elapsed() > 900_000) throw new Error('restart: not ready after 15 min');
+    await sleep(25);
+  }
+  const firstListMs = api.stats.firstListAt ? next.elapsed(api.stats.firstListAt) : null;
+  return { daemon: next, stopped, usefulMs, readyMs: ready.ms, firstListMs, kernelOps: workOf(ready.metrics).kernelOps, verifyOps: verificationOps(log, logFrom) };
+}
+
+/**
+ * No changes for `periods` sync periods, after a period with a sync and no kernel write (at most
+ * 6 periods to settle; `settled` = periods that still wrote, e.g. drained real servers): per period, kernel writes
+ * (the daemon's kernel-op counters), processes+threads created (system-wide /proc/stat while the
+ * bench only reads /metrics), syncs and their time (the sync duration histogram).
+ */
+export async function periodic({ daemon, periodMs, periods, log }) {
+  const snap = async () => workOf(await daemon.metrics());
+  // Settle: until a whole period made no kernel write (draining real servers of earlier phases end).
+  let settled = 0;
+  for (let a = await snap(), k = 0; k < 6; k++) {
+    await sleep(periodMs);
+    const b = await snap();
+    if (b.kernelOps === a.kernelOps && b.syncs > a.syncs) break;
+    settled++;
+    a = b;
+  }
+  const w0 = await snap();
+  const f0 = forks();
+  const logFrom = sizeOf(log);
+  await sleep(periods * periodMs);
+  const w1 = await snap();
+  const f1 = forks();
+  const syncs = w1.syncs - w0.syncs;
+  return {
+    periods, settled, syncs, full: w1.fullSyncs - w0.fullSyncs,
+    kernelOps: (w1.kernelOps - w0.kernelOps) / periods, verifyOps: verificationOps(log, logFrom) / periods, forks: (f1 - f0) / periods,
+    syncMs: syncs > 0 ? ((w1.syncSeconds - w0.syncSeconds) / syncs) * 1000 : 0,
+  };
+}
+
+/** RSS (from /proc) and heap used (from /metrics) of the running daemon, MiB. */
+export async function memory(daemon) {
+  const m = await daemon.metrics();
+  return { rss: daemon.rssMiB(), heap: workOf(m).heapMiB };
+}

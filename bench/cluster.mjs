@@ -1,0 +1,188 @@
+// Cluster-scale benchmark, run inside UML by `npm run bench -- cluster [--sizes 1000,3000] [--quick]`.
+// The built daemon (dist/src/cli.js, normal flags) against a fake API server in the same boot
+// (bench/fake-apiserver.mjs) serving realistic objects (bench/objects.mjs), over the real kernel:
+//   cold start (spawn -> every VS/RS in the kernel) vs ipvsadm-restore of the same table
+//   (interleaved pairs, ip_vs reloaded before each), one-change latency, churn, restart over a
+//   programmed kernel, a no-change periodic sync, RSS/heap after each phase, and the cold start
+//   with --manifests (the same objects as YAML in a tmpfs directory).
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { stringify } from 'yaml';
+
+import { churn, cleanKernel, coldStart, memory, oneChange, periodic, restart, restoreMs } from './cluster-phases.mjs';
+import { KernelProbe } from './daemon-probe.mjs';
+import { FakeApiServer } from './fake-apiserver.mjs';
+import { CLUSTER_CIDR, NODE_NAME, endpointIp, makeNode, makeService, makeSlice, vip } from './objects.mjs';
+import { median, requireUml, restoreText, sh } from './uml-kernel.mjs';
+
+requireUml('bench/cluster.mjs');
+const { values: opt } = parseArgs({
+  options: {
+    sizes: { type: 'string', default: '1000,3000' },
+    endpoints: { type: 'string', default: '10' },
+    rounds: { type: 'string' },
+    quick: { type: 'boolean', default: false },
+    'manifests-size': { type: 'string', default: '3000' },
+  },
+});
+const SIZES = opt.sizes.split(',').map(Number).filter((n) => n > 0);
+const EP = Number(opt.endpoints);
+const ROUNDS = Number(opt.rounds ?? (opt.quick ? 1 : 3));
+const ONE = opt.quick ? { count: 8, gapMs: 1300 } : { count: 20, gapMs: 1500 };
+const CHURN = { rate: 50, seconds: opt.quick ? 10 : 20 };
+const PERIOD_MS = 10_000;
+const MANIFESTS_N = Number(opt['manifests-size']);
+const DIR = '/dev/shm/kip-cluster-bench'; // tmpfs inside UML
+const LOG = process.env.KIP_BENCH_LOG ?? `${DIR}/daemon.log`;
+const TOKEN = 'bench-token-0123456789';
+const started = Date.now();
+/** Progress on stderr (the phase about to run). */
+const step = (what) => process.stderr.write(`  [${((Date.now() - started) / 1000).toFixed(0)} s] ${what}\n`);
+
+const MiB = (x) => `${x.toFixed(0)} MiB`;
+const s = (ms) => `${(ms / 1000).toFixed(2)} s`;
+const msf = (ms) => `${ms.toFixed(0)} ms`;
+const mem = (m) => `RSS ${MiB(m.rss)}, heap ${MiB(m.heap)}`;
+const commonArgs = ['--hostname-override', NODE_NAME, '--cluster-cidr', CLUSTER_CIDR, '--proxy-mode', 'ipvs'];
+
+/** The cluster's objects and what the kernel should hold; `pick` draws a service at random. */
+function makeCluster(n) {
+  const services = Array.from({ length: n }, (_, i) => makeService(i));
+  const slices = Array.from({ length: n }, (_, i) => makeSlice(i, EP));
+  const current = slices.map((sl) => sl.endpoints.map((e) => e.addresses[0]));
+  return {
+    n, endpoints: EP, services, slices, current, nextIp: 1, nextSlot: 0, pollMs: 50,
+    addresses: (i) => current[i],
+    pick: () => Math.floor(Math.random() * n),
+    restore: () => restoreText(current.map((addrs, i) => ({ address: vip(i), port: 80, destinations: addrs.map((address) => ({ address, port: 8080 })) }))),
+  };
+}
+
+/** Cold start vs ipvsadm-restore, interleaved; the last daemon is left running. */
+async function pairs(cluster, args, probe, api) {
+  const rows = { restore: [], cold: [], ratio: [], firstList: [], check: [], confirms: [] };
+  let last;
+  for (let r = 0; r < ROUNDS; r++) {
+    step(`round ${r + 1}: ipvsadm-restore`);
+    rows.restore.push(await restoreMs(cluster.restore()));
+    step(`round ${r + 1}: daemon cold start`);
+    last = await coldStart({ args, log: LOG, probe, cluster, api });
+    rows.cold.push(last.ms);
+    rows.check.push(last.checkMs);
+    rows.confirms.push(last.confirms);
+    rows.ratio.push(last.ms / rows.restore.at(-1));
+    if (last.firstListMs !== null) rows.firstList.push(last.firstListMs);
+    if (r < ROUNDS - 1) await last.daemon.stop();
+  }
+  const ready = await last.daemon.ready();
+  const cold = median(rows.cold);
+  const restore = median(rows.restore);
+  return { daemon: last.daemon, rows, cold, restore, ratio: median(rows.ratio), readyMs: ready.ms, firstList: rows.firstList.length ? median(rows.firstList) : null };
+}
+
+async function runSize(n, probe) {
+  const cluster = makeCluster(n);
+  const api = new FakeApiServer({ token: TOKEN });
+  for (let i = 0; i < n; i++) {
+    api.put('services', cluster.services[i]);
+    api.put('endpointslices', cluster.slices[i]);
+  }
+  api.put('nodes', makeNode());
+  api.compact();
+  const bytes = [...api.store.services.values(), ...api.store.endpointslices.values()].reduce((a, e) => a + e.json.length, 0);
+  const url = await api.start();
+  const kubeconfig = `${DIR}/kubeconfig`;
+  api.writeKubeconfig(kubeconfig, url);
+  const args = ['--kubeconfig', kubeconfig, ...commonArgs];
+  console.log(`\n== ${n} Services x ${EP} endpoints (${(bytes / n / 1024).toFixed(2)} kB of JSON per Service+EndpointSlice, ${(bytes / 2 ** 20).toFixed(1)} MiB), ${ROUNDS} round(s)`);
+
+  const p = await pairs(cluster, args, probe, api);
+  const r = { n, cold: p.cold, restore: p.restore, ratio: p.ratio, firstList: p.firstList, readyMs: p.readyMs };
+  r.memCold = await memory(p.daemon);
+  console.log(`  cold start: ${s(p.cold)} vs ipvsadm-restore ${s(p.restore)}  ratio ${p.ratio.toFixed(2)}  (median of ${ROUNDS}; pairs ${p.rows.cold.map((c, k) => `${s(c)}/${s(p.rows.restore[k])}`).join(', ')}; first list request ${p.firstList === null ? '-' : s(p.firstList)}; confirming dump ${msf(median(p.rows.check))}, dumps ${p.rows.confirms.join(',')}; last daemon's first sync done ${s(p.readyMs)})`);
+  console.log(`    after cold start: ${mem(r.memCold)}`);
+
+  step('one change');
+  r.one = await oneChange({ daemon: p.daemon, probe, cluster, api, ...ONE });
+  r.memOne = await memory(p.daemon);
+  console.log(`  one change: p50 ${msf(r.one.p50)}  p99 ${msf(r.one.p99)}  (${r.one.n} changes ${ONE.gapMs} ms apart); ${mem(r.memOne)}`);
+
+  step('churn');
+  r.churn = await churn({ daemon: p.daemon, probe, cluster, api, ...CHURN });
+  r.memChurn = await memory(p.daemon);
+  console.log(`  churn ${r.churn.rate.toFixed(0)} changes/s for ${CHURN.seconds} s: p50 ${msf(r.churn.p50)}  p99 ${msf(r.churn.p99)}  max ${msf(r.churn.max)} (${r.churn.n} changes); ${mem(r.memChurn)}`);
+
+  const restartArgs = [...args, '--ipvs-sync-period', `${PERIOD_MS / 1000}s`];
+  step('restart');
+  r.restart = await restart({ daemon: p.daemon, args: restartArgs, log: LOG, probe, cluster, api });
+  r.memRestart = await memory(r.restart.daemon);
+  console.log(`  restart over the programmed kernel (1 change while down): first list ${r.restart.firstListMs === null ? '-' : s(r.restart.firstListMs)}, change in the kernel ${s(r.restart.usefulMs)}, first sync done ${s(r.restart.readyMs)}, kernel writes ${r.restart.kernelOps} (+ ${r.restart.verifyOps} logged by verifications); ${mem(r.memRestart)}`);
+  console.log(`    SIGTERM -> exit of the previous daemon: ${s(r.restart.stopped.ms)}${r.restart.stopped.killed ? ' (did not exit in 30 s: SIGKILL)' : ''}`);
+
+  step('periodic sync');
+  r.periodic = await periodic({ daemon: r.restart.daemon, periodMs: PERIOD_MS, periods: 2, log: LOG });
+  r.memPeriodic = await memory(r.restart.daemon);
+  console.log(`  no changes for ${r.periodic.periods} periods (--ipvs-sync-period ${PERIOD_MS / 1000}s, after ${r.periodic.settled} period(s) still writing): ${r.periodic.syncs} syncs (${r.periodic.full} full), ${s(r.periodic.syncMs)} each; per period ${r.periodic.kernelOps.toFixed(0)} kernel writes (+ ${r.periodic.verifyOps.toFixed(0)} logged by verifications), ${r.periodic.forks.toFixed(1)} processes+threads created (system-wide); ${mem(r.memPeriodic)}`);
+  console.log(`  api server: ${JSON.stringify({ ...api.stats, listParams: [...api.stats.listParams], watchParams: [...api.stats.watchParams] })}`);
+
+  r.stop = await r.restart.daemon.stop();
+  console.log(`  SIGTERM -> exit: ${s(r.stop.ms)}${r.stop.killed ? ' (did not exit in 30 s: SIGKILL)' : ''}`);
+  await api.close();
+  return r;
+}
+
+/** The same cold start with --manifests: the objects as YAML files (one per namespace) in tmpfs. */
+async function runManifests(n, probe) {
+  const cluster = makeCluster(n);
+  const dir = `${DIR}/manifests`;
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  const byNs = new Map();
+  for (let i = 0; i < n; i++) {
+    const ns = cluster.services[i].metadata.namespace;
+    if (!byNs.has(ns)) byNs.set(ns, []);
+    byNs.get(ns).push(cluster.services[i], cluster.slices[i]);
+  }
+  let bytes = 0;
+  for (const [ns, docs] of byNs) {
+    const text = docs.map((d) => stringify(d, { lineWidth: 0 })).join('---\n');
+    bytes += text.length;
+    writeFileSync(`${dir}/${ns}.yaml`, text);
+  }
+  writeFileSync(`${dir}/node.yaml`, stringify(makeNode()));
+  console.log(`\n== --manifests: ${n} Services x ${EP} endpoints as ${byNs.size} YAML files (${(bytes / 2 ** 20).toFixed(1)} MiB) in tmpfs, ${ROUNDS} round(s)`);
+  const p = await pairs(cluster, ['--manifests', dir, ...commonArgs], probe, null);
+  const memCold = await memory(p.daemon);
+  console.log(`  cold start: ${s(p.cold)} vs ipvsadm-restore ${s(p.restore)}  ratio ${p.ratio.toFixed(2)}  (median of ${ROUNDS}; pairs ${p.rows.cold.map((c, k) => `${s(c)}/${s(p.rows.restore[k])}`).join(', ')}; confirming dump ${msf(median(p.rows.check))}, dumps ${p.rows.confirms.join(',')}; last daemon's first sync done ${s(p.readyMs)})`);
+  console.log(`    after cold start: ${mem(memCold)}`);
+  await p.daemon.stop();
+  rmSync(dir, { recursive: true, force: true });
+  return { n, cold: p.cold, restore: p.restore, ratio: p.ratio, memCold };
+}
+
+rmSync(DIR, { recursive: true, force: true });
+mkdirSync(DIR, { recursive: true });
+sh('sh', ['-c', 'iptables-legacy -t mangle -N KUBE-IPTABLES-HINT 2>/dev/null || true']);
+console.log(`cluster-scale benchmark: kernel ${sh('uname', ['-r']).trim()}, node ${process.version}, commit ${process.env.KIP_BENCH_COMMIT ?? 'unknown'}, sizes ${SIZES.join(',')}, manifests ${MANIFESTS_N || 'off'}${opt.quick ? ', quick' : ''}`);
+const probe = await KernelProbe.open();
+const results = [];
+let manifests = null;
+try {
+  for (const n of SIZES) results.push(await runSize(n, probe));
+  if (MANIFESTS_N > 0) manifests = await runManifests(MANIFESTS_N, probe);
+} catch (e) {
+  console.log(`FAILED: ${e.stack ?? e}`);
+  process.exitCode = 1;
+} finally {
+  probe.close();
+  cleanKernel();
+}
+
+console.log(`\n| N × ${EP} | cold start vs ipvsadm-restore | ratio | first list | RSS / heap after cold start | one change p50 / p99 | churn 50/s p50 / p99 | RSS after churn | restart: change in kernel / ready / writes | no-change period: sync time / writes / processes |`);
+console.log('|---|---|---|---|---|---|---|---|---|---|');
+for (const r of results) {
+  console.log(`| ${r.n.toLocaleString('en')} | ${s(r.cold)} vs ${s(r.restore)} | ${r.ratio.toFixed(2)} | ${r.firstList === null ? '-' : s(r.firstList)} | ${MiB(r.memCold.rss)} / ${MiB(r.memCold.heap)} | ${msf(r.one.p50)} / ${msf(r.one.p99)} | ${msf(r.churn.p50)} / ${msf(r.churn.p99)} | ${MiB(r.memChurn.rss)} | ${s(r.restart.usefulMs)} / ${s(r.restart.readyMs)} / ${r.restart.kernelOps}+${r.restart.verifyOps} | ${s(r.periodic.syncMs)} / ${r.periodic.kernelOps.toFixed(0)}+${r.periodic.verifyOps.toFixed(0)} / ${r.periodic.forks.toFixed(1)} |`);
+}
+if (manifests) console.log(`| ${manifests.n.toLocaleString('en')} --manifests | ${s(manifests.cold)} vs ${s(manifests.restore)} | ${manifests.ratio.toFixed(2)} | | ${MiB(manifests.memCold.rss)} / ${MiB(manifests.memCold.heap)} | | | | | |`);
+console.log(`runtime ${((Date.now() - started) / 60_000).toFixed(1)} min`);
+console.log(JSON.stringify({ bench: 'cluster', results, manifests }));

@@ -1,0 +1,190 @@
+// Helpers of the cluster-scale benchmark (inside UML): run the built daemon (dist/src/cli.js) as
+// a child process, read its /metrics and /proc status, and look at the kernel's IPVS table
+// through the addon's netlink client (one service's real servers per dump: cheap to poll).
+import { spawn } from 'node:child_process';
+import { openSync, closeSync, readFileSync, statSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { NetlinkIpvsClient } from '../dist/src/kernel/ipvs/client.js';
+
+/** Where the daemon serves /metrics and /healthz inside UML. */
+export const METRICS = '127.0.0.1:10249';
+export const HEALTHZ = '127.0.0.1:10256';
+
+/** The built daemon, started with `args` (its normal flags); output appended to `logFile`. */
+export class Daemon {
+  constructor(args, logFile) {
+    const fd = openSync(logFile, 'a');
+    this.logFile = logFile;
+    this.startedAt = performance.now();
+    this.child = spawn(process.execPath, ['dist/src/cli.js', ...args, '--metrics-bind-address', METRICS, '--healthz-bind-address', HEALTHZ], { stdio: ['ignore', fd, fd] });
+    closeSync(fd);
+    this.exited = new Promise((res) => this.child.once('exit', (code, signal) => res({ code, signal })));
+    this.exitedEarly = null;
+    this.exited.then((r) => (this.exitedEarly = r));
+  }
+
+  /** Milliseconds since spawn. */
+  elapsed(at = performance.now()) {
+    return at - this.startedAt;
+  }
+
+  /** Throws (with the log's tail) if the daemon has exited. */
+  alive() {
+    if (this.exitedEarly) throw new Error(`daemon exited (${JSON.stringify(this.exitedEarly)}); log tail:\n${readFileSync(this.logFile, 'utf8').split('\n').slice(-15).join('\n')}`);
+  }
+
+  /** VmRSS in MiB, from /proc/<pid>/status. */
+  rssMiB() {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${this.child.pid}/status`, 'utf8'));
+    return m ? Number(m[1]) / 1024 : NaN;
+  }
+
+  /** /metrics parsed: `name{labels}` -> value (null while the server is not up). */
+  async metrics() {
+    this.alive();
+    try {
+      const text = await (await fetch(`http://${METRICS}/metrics`)).text();
+      const out = new Map();
+      for (const line of text.split('\n')) {
+        const m = /^([a-zA-Z_:][\w:]*(?:\{[^}]*\})?)\s+(\S+)$/.exec(line);
+        if (m) out.set(m[1], Number(m[2]));
+      }
+      return out;
+    } catch {
+      return null;
+    }
+  }
+
+  /** Resolves once the first successful sync is recorded (ms since spawn); polls /metrics every `everyMs`. */
+  async ready(everyMs = 200, timeoutMs = 600_000) {
+    for (const end = performance.now() + timeoutMs; performance.now() < end; await sleep(everyMs)) {
+      const m = await this.metrics();
+      if (m && (m.get('kubeproxy_sync_proxy_rules_last_timestamp_seconds') ?? 0) > 0) return { ms: this.elapsed(), metrics: m };
+    }
+    throw new Error('daemon: no successful sync within the timeout');
+  }
+
+  /** SIGTERM, then SIGKILL after 30 s; resolves when it has exited: {ms, killed}. */
+  async stop() {
+    const t0 = performance.now();
+    let killed = false;
+    if (!this.exitedEarly) this.child.kill('SIGTERM');
+    const t = setTimeout(() => ((killed = true), this.child.kill('SIGKILL')), 30_000);
+    await this.exited;
+    clearTimeout(t);
+    return { ms: performance.now() - t0, killed };
+  }
+
+  /** What JSON.stringify shows of a daemon. */
+  toJSON() {
+    return { pid: this.child.pid };
+  }
+}
+
+/** Sum of the samples of a metric (every label set). */
+export function sum(metrics, name) {
+  let total = 0;
+  for (const [k, v] of metrics ?? []) if (k === name || k.startsWith(`${name}{`)) total += v;
+  return total;
+}
+
+/** What a metrics snapshot says about work done: kernel ops, syncs, heap. */
+export function workOf(m) {
+  return {
+    kernelOps: sum(m, 'kube_ipvs_proxy_kernel_ops_total'),
+    syncs: sum(m, 'kubeproxy_sync_proxy_rules_duration_seconds_count'),
+    syncSeconds: sum(m, 'kubeproxy_sync_proxy_rules_duration_seconds_sum'),
+    fullSyncs: sum(m, 'kubeproxy_sync_full_proxy_rules_duration_seconds_count'),
+    heapMiB: sum(m, 'nodejs_heap_size_used_bytes') / 2 ** 20,
+  };
+}
+
+/**
+ * Kernel ops the daemon logged for its periodic verifications (`verified ... ops=N`, text or JSON
+ * log) from byte `from` of its log on; they are not in kube_ipvs_proxy_kernel_ops_total.
+ */
+export function verificationOps(logFile, from = 0) {
+  let text;
+  try {
+    text = readFileSync(logFile).subarray(from).toString();
+  } catch {
+    return 0;
+  }
+  let n = 0;
+  for (const m of text.matchAll(/^.*\bverified\b.*$/gm)) n += Number(/\bops"?[=:](\d+)/.exec(m[0])?.[1] ?? 0);
+  return n;
+}
+
+/** Bytes in a file (0 if missing). */
+export function sizeOf(file) {
+  try {
+    return statSync(file).size;
+  } catch {
+    return 0;
+  }
+}
+
+/** Processes and threads created in the whole system since boot (/proc/stat `processes`). */
+export function forks() {
+  return Number(/^processes (\d+)$/m.exec(readFileSync('/proc/stat', 'utf8'))[1]);
+}
+
+/** Reads the kernel's IPVS table for the benchmark's services (TCP port 80). */
+export class KernelProbe {
+  static async open() {
+    const a = await NetlinkIpvsClient.open();
+    if (!a.available) throw new Error(`IPVS: ${a.reason}`);
+    return new KernelProbe(a.client);
+  }
+
+  constructor(client) {
+    this.client = client;
+  }
+
+  /** A new socket: needed after ip_vs is reloaded (the generic netlink family gets a new id). */
+  async reopen() {
+    this.close();
+    const a = await NetlinkIpvsClient.open();
+    if (!a.available) throw new Error(`IPVS: ${a.reason}`);
+    this.client = a.client;
+  }
+
+  /** The real servers' addresses of virtual server `address`:80/TCP (empty if it is not there). */
+  async destinations(address) {
+    try {
+      const ds = await this.client.listDestinations({ family: 'ipv4', protocol: 'tcp', address, port: 80, fwmark: null });
+      return new Set(ds.map((d) => d.address));
+    } catch (e) {
+      if (e.code === 'ENOENT' || e.code === 'ESRCH') return new Set(); // no such virtual server (yet)
+      throw e;
+    }
+  }
+
+  /** Whether every `[vip, [addresses]]` has all of its real servers. */
+  async has(expected) {
+    for (const [address, want] of expected) {
+      const got = await this.destinations(address);
+      if (!want.every((a) => got.has(a))) return false;
+    }
+    return true;
+  }
+
+  /** Virtual and real servers of the whole table (1 + N dumps). */
+  async count() {
+    const all = await this.client.dumpAll();
+    return { vs: all.length, rs: all.reduce((n, s) => n + s.destinations.length, 0) };
+  }
+
+  close() {
+    this.client.close?.();
+  }
+}
+
+/** p-th percentile (0..100) of a list of numbers (nearest rank). */
+export function percentile(xs, p) {
+  if (!xs.length) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))];
+}
