@@ -355,6 +355,7 @@ export class IpvsProxier {
   private async repair(scope: DesiredDelta): Promise<{ ops: number; errors: number }> {
     const p = await this.planFor(scope);
     const result = await this.applyFor(p, scope);
+    this.countKernelOps(result);
     this.report(result);
     if (result.retry) this.requestSync();
     return { ops: result.counts.ipvsOps + result.counts.ipsetEntries + result.counts.addresses, errors: result.errors.length };
@@ -366,6 +367,13 @@ export class IpvsProxier {
     m.observeSync(durationMs, full ? 'full' : 'partial', !result.retry);
     const { virtualServers, realServers } = this.index.counts();
     m.setCounts({ virtualServers, realServers });
+    this.countKernelOps(result);
+  }
+
+  /** Adds what an apply (a sync's or a verification's repair) did to the kernel-op counters. */
+  private countKernelOps(result: ApplyResult): void {
+    const m = this.o.metrics;
+    if (!m) return;
     m.countKernelOps('ipvs', 'ok', result.counts.ipvsOps);
     m.countKernelOps('ipset', 'ok', result.counts.ipsetEntries);
     m.countKernelOps('address', 'ok', result.counts.addresses);
