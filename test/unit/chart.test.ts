@@ -64,6 +64,7 @@ const VALUE_SETS: Record<string, object> = {
   },
   'no RBAC': { rbac: { create: false } },
   'no Events': { events: { enabled: false } },
+  'service stats': { metrics: { port: 10249, serviceStats: { enabled: true, maxServices: 200, period: '30s' } } },
 };
 
 const NODE = 'worker-7';
@@ -341,6 +342,11 @@ describe('chart values reach the daemon', () => {
       relabelings: [{ sourceLabels: ['__meta_kubernetes_pod_node_name'], targetLabel: 'node' }],
       metricRelabelings: [{ action: 'drop', regex: 'go_.*', sourceLabels: ['__name__'] }],
     }]);
+  });
+
+  it('service stats: metrics.serviceStats becomes the daemon\'s opt-in per-Service traffic metrics', () => {
+    expect(daemonConfig('service stats').config.serviceStats).toEqual({ enabled: true, maxServices: 200, periodMs: 30_000 });
+    expect(daemonConfig('default').config.serviceStats.enabled).toBe(false);
   });
 
   it('everything: image, API server env, IPv6 loopback health server, extra args override the file, scheduling knobs', () => {
