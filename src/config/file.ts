@@ -3,7 +3,7 @@
 // here are ignored, with a warning when set to something that changes the datapath. Zero
 // values mean "default", as kube-proxy's defaulting does.
 
-import { parse as parseYaml } from 'yaml';
+import { CORE_SCHEMA, load as loadYaml, YAMLException } from 'js-yaml';
 import { z } from 'zod';
 import { toHostname, toHostPort, toList } from './convert.js';
 import { parseDuration } from './duration.js';
@@ -73,9 +73,9 @@ export function parseKubeProxyConfiguration(text: string, fileName: string): Fil
   };
   let doc: unknown;
   try {
-    doc = parseYaml(text);
+    doc = loadYaml(text, { schema: CORE_SCHEMA, filename: fileName });
   } catch (err) {
-    fail(`invalid YAML: ${(err as Error).message.split('\n')[0]}`);
+    fail(`invalid YAML: ${yamlReason(err)}`);
   }
   if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) fail('expected a KubeProxyConfiguration object');
   const parsed = KubeProxyConfigurationSchema.safeParse(doc, { error: fileIssueMessage });
@@ -86,6 +86,13 @@ export function parseKubeProxyConfiguration(text: string, fileName: string): Fil
     }));
   }
   return { layer: toLayer(parsed.data, fileName), warnings: ignoredFieldWarnings(parsed.data, fileName) };
+}
+
+/** js-yaml's reason with line and column (1-based), e.g. `duplicated mapping key at line 3, column 1`. */
+function yamlReason(err: unknown): string {
+  if (!(err instanceof YAMLException)) return (err as Error)?.message ?? String(err);
+  const { reason, mark } = err as YAMLException & { reason: string; mark?: { line: number; column: number } };
+  return mark ? `${reason} at line ${mark.line + 1}, column ${mark.column + 1}` : reason;
 }
 
 function fileIssueMessage(iss: z.core.$ZodRawIssue): string | undefined {

@@ -237,8 +237,8 @@ describe('--config errors name the file and the field path', () => {
   });
 
   it('reports malformed documents', () => {
-    expect(issues({ '/a': 'ipvs: [\n' }, '--config=/a')[0]).toMatch(/^\/a: invalid YAML: /);
-    expect(issues({ '/a': `${HEAD}mode: a\nmode: b\n` }, '--config=/a')[0]).toMatch(/^\/a: invalid YAML: .*unique/i);
+    expect(issues({ '/a': 'ipvs: [\n' }, '--config=/a')[0]).toMatch(/^\/a: invalid YAML: .* at line 2, column 1$/);
+    expect(issues({ '/a': `${HEAD}mode: a\nmode: b\n` }, '--config=/a')[0]).toBe('/a: invalid YAML: duplicated mapping key at line 4, column 1');
     expect(issues({ '/a': '' }, '--config=/a')).toEqual(['/a: expected a KubeProxyConfiguration object']);
     expect(issues({ '/a': '- 1\n' }, '--config=/a')).toEqual(['/a: expected a KubeProxyConfiguration object']);
   });
