@@ -34,4 +34,5 @@ COPY --from=build /app/dist/src ./dist/src
 COPY --from=build /app/build/Release/kube_ipvs_proxy.node ./build/Release/
 # `kubectl exec ds/kube-ipvs-proxy -- kube-ipvs-proxy inspect`
 RUN chmod +x /app/dist/src/cli.js && ln -s /app/dist/src/cli.js /usr/local/bin/kube-ipvs-proxy
-ENTRYPOINT ["node", "/app/dist/src/cli.js"]
+# The node flags are the ones on the first line of src/cli.ts (test/unit/chart-image.test.ts checks).
+ENTRYPOINT ["node", "--max-semi-space-size=4", "/app/dist/src/cli.js"]

@@ -12,13 +12,20 @@ import { NetlinkIpvsClient } from '../dist/src/kernel/ipvs/client.js';
 export const METRICS = '127.0.0.1:10249';
 export const HEALTHZ = '127.0.0.1:10256';
 
+/** The node flags the daemon ships with: those of dist/src/cli.js's shebang (the image's ENTRYPOINT has the same). */
+export function shippedNodeFlags(cli = 'dist/src/cli.js') {
+  const m = /^#!\/usr\/bin\/env(?: -S)? node((?: \S+)*)\n/.exec(readFileSync(cli, 'utf8'));
+  if (!m) throw new Error(`${cli}: no "#!/usr/bin/env node" line`);
+  return m[1].trim().split(' ').filter(Boolean);
+}
+
 /** The built daemon, started with `args` (its normal flags); output appended to `logFile`. */
 export class Daemon {
   constructor(args, logFile) {
     const fd = openSync(logFile, 'a');
     this.logFile = logFile;
     this.startedAt = performance.now();
-    this.child = spawn(process.execPath, ['dist/src/cli.js', ...args, '--metrics-bind-address', METRICS, '--healthz-bind-address', HEALTHZ], { stdio: ['ignore', fd, fd] });
+    this.child = spawn(process.execPath, [...shippedNodeFlags(), 'dist/src/cli.js', ...args, '--metrics-bind-address', METRICS, '--healthz-bind-address', HEALTHZ], { stdio: ['ignore', fd, fd] });
     closeSync(fd);
     this.exited = new Promise((res) => this.child.once('exit', (code, signal) => res({ code, signal })));
     this.exitedEarly = null;

@@ -248,7 +248,11 @@ describe('Dockerfile', () => {
 
   it('ENTRYPOINT runs the built CLI that package.json "bin" names, and the CLI is on PATH for kubectl exec', () => {
     const entry = runtime.body.filter((i) => i.op === 'ENTRYPOINT').at(-1)!;
-    expect(JSON.parse(entry.args)).toEqual(['node', '/app/dist/src/cli.js']);
+    // The same node flags as the CLI's shebang (what the benchmarks run too).
+    const shebang = readFileSync(join(ROOT, 'src/cli.ts'), 'utf8').split('\n')[0]!;
+    const flags = /^#!\/usr\/bin\/env -S node((?: --[\w-]+=\w+)*)$/.exec(shebang)?.[1]?.trim().split(' ').filter(Boolean);
+    expect(flags, shebang).toContain('--max-semi-space-size=4');
+    expect(JSON.parse(entry.args)).toEqual(['node', ...flags!, '/app/dist/src/cli.js']);
     expect(posix.join(workdir(runtime), pkg.bin['kube-ipvs-proxy'])).toBe('/app/dist/src/cli.js');
     expect(runtime.body.some((i) => i.op === 'RUN' && i.args.includes('ln -s /app/dist/src/cli.js /usr/local/bin/kube-ipvs-proxy'))).toBe(true);
     expect(runtime.body.some((i) => i.op === 'CMD')).toBe(false); // the chart passes only args
@@ -256,7 +260,7 @@ describe('Dockerfile', () => {
     expect(existsSync(join(ROOT, 'src/cli.ts'))).toBe(true);
     const cli = join(ROOT, pkg.bin['kube-ipvs-proxy']);
     expect(existsSync(cli), `${cli} missing: run npm run build`).toBe(true);
-    expect(readFileSync(cli, 'utf8').startsWith('#!/usr/bin/env node\n')).toBe(true);
+    expect(readFileSync(cli, 'utf8').startsWith(`${shebang}\n`)).toBe(true);
   });
 
   it('the built entry point starts and prints its help (node dist/src/cli.js --help)', () => {
