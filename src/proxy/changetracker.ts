@@ -312,6 +312,11 @@ export class ChangeTracker {
     return c;
   }
 
+  /** How many Services (with ports accepted) and EndpointSlices are held. */
+  counts(): { services: number; endpointSlices: number } {
+    return { services: this.#services.size, endpointSlices: this.#slices.size };
+  }
+
   /** Current per-object problems (Services not programmed, slices or endpoints ignored). */
   errors(): ObjectError[] {
     return [...this.#serviceErrors.values(), ...this.#sliceErrors.values()].flat();

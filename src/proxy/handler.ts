@@ -14,6 +14,7 @@ export function trackerHandler(
   deps: { logger: Logger; health?: ProxyHealth; metrics?: ProxyMetrics },
   onChange: () => void,
 ): SourceHandler {
+  deps.metrics?.trackObjects(() => tracker.counts());
   const changed = () => {
     deps.health?.queued();
     deps.metrics?.syncQueued();

@@ -41,6 +41,12 @@ export interface ProxyMetricsOptions {
 
 const CONFIGZ_GROUP = 'kubeproxy.config.k8s.io';
 
+/** How many Services and EndpointSlices the proxy holds. */
+export interface ObjectCounts {
+  services: number;
+  endpointSlices: number;
+}
+
 /** The proxy's metrics, in a private registry. Durations are passed in milliseconds. */
 export class ProxyMetrics {
   readonly #registry = new Registry();
@@ -66,6 +72,28 @@ export class ProxyMetrics {
   readonly #kernelOps = this.#counter('kube_ipvs_proxy_kernel_ops_total', 'Kernel operations applied, by kind and result', ['kind', 'result']);
   readonly #syncErrors = this.#counter('kube_ipvs_proxy_sync_errors_total', 'Syncs that failed');
   readonly #modeGauge = this.#gauge('kube_ipvs_proxy_proxy_mode', 'The active proxy mode (1) among the possible ones (0)', ['mode']);
+
+  #objectCounts: (() => ObjectCounts) | null = null;
+  readonly #objects = new Gauge({
+    name: 'kube_ipvs_proxy_objects',
+    help: 'Services and EndpointSlices the proxy holds, by kind',
+    labelNames: ['kind'],
+    registers: [this.#registry],
+    collect: () => {
+      const c = this.#objectCounts?.();
+      if (c) for (const [kind, n] of [['Service', c.services], ['EndpointSlice', c.endpointSlices]] as const) this.#objects.set({ kind }, n);
+    },
+  });
+  readonly #heapPerObject = new Gauge({
+    name: 'kube_ipvs_proxy_heap_bytes_per_object',
+    help: 'V8 heap in use divided by the Services and EndpointSlices held (the fixed part of the heap included)',
+    registers: [this.#registry],
+    collect: () => {
+      const c = this.#objectCounts?.();
+      const n = c ? c.services + c.endpointSlices : 0;
+      this.#heapPerObject.set(n > 0 ? Math.round(process.memoryUsage().heapUsed / n) : 0);
+    },
+  });
 
   constructor(options: ProxyMetricsOptions = {}) {
     this.#now = options.now ?? Date.now;
@@ -122,6 +150,11 @@ export class ProxyMetrics {
   setCounts(counts: { virtualServers: number; realServers: number }): void {
     this.#virtualServers.set(counts.virtualServers);
     this.#realServers.set(counts.realServers);
+  }
+
+  /** Where kube_ipvs_proxy_objects and kube_ipvs_proxy_heap_bytes_per_object read the object counts (on each scrape). */
+  trackObjects(counts: () => ObjectCounts): void {
+    this.#objectCounts = counts;
   }
 
   /** Counts n kernel operations of a kind (e.g. "ipvs.addDestination") with one result. */

@@ -42,6 +42,8 @@ describe('ProxyMetrics', () => {
       kube_ipvs_proxy_kernel_ops_total: 'counter',
       kube_ipvs_proxy_sync_errors_total: 'counter',
       kube_ipvs_proxy_proxy_mode: 'gauge',
+      kube_ipvs_proxy_objects: 'gauge',
+      kube_ipvs_proxy_heap_bytes_per_object: 'gauge',
     });
     expect(text).toContain('# HELP kubeproxy_sync_proxy_rules_duration_seconds SyncProxyRules latency in seconds\n');
   });
@@ -122,6 +124,22 @@ describe('ProxyMetrics', () => {
     expect(sample(text, 'kubeproxy_proxy_healthz_total{code="200"}')).toBe(2);
     expect(sample(text, 'kubeproxy_proxy_healthz_total{code="503"}')).toBe(1);
     expect(sample(text, 'kubeproxy_proxy_livez_total{code="200"}')).toBe(1);
+  });
+
+  it('reads the objects held on each scrape: counts by kind and the heap in use per object', async () => {
+    const { m } = metrics();
+    expect(sample(await m.expose(), 'kube_ipvs_proxy_heap_bytes_per_object')).toBe(0);
+    let counts = { services: 3, endpointSlices: 5 };
+    m.trackObjects(() => counts);
+    let text = await m.expose();
+    expect(sample(text, 'kube_ipvs_proxy_objects{kind="Service"}')).toBe(3);
+    expect(sample(text, 'kube_ipvs_proxy_objects{kind="EndpointSlice"}')).toBe(5);
+    const perObject = sample(text, 'kube_ipvs_proxy_heap_bytes_per_object')!;
+    expect(perObject).toBeGreaterThan(2 ** 20 / 8); // at least a MiB of heap over 8 objects
+    counts = { services: 30, endpointSlices: 50 };
+    text = await m.expose();
+    expect(sample(text, 'kube_ipvs_proxy_objects{kind="EndpointSlice"}')).toBe(50);
+    expect(sample(text, 'kube_ipvs_proxy_heap_bytes_per_object')).toBeLessThan(perObject);
   });
 
   it('includes process metrics by default; registries are private to each instance', async () => {
