@@ -45,11 +45,14 @@ type ObservedDest = Destination & { activeConns?: number; inactiveConns?: number
 
 /** A service as the kernel reports it back: flags named after its scheduler, pe null when none. */
 function asReported(s: VirtualService): VirtualService {
-  return { ...s, flags: bitsToFlags(flagsToBits(s.flags), s.scheduler), pe: s.pe || null };
+  const { family, protocol, address, port, fwmark, scheduler, timeout, netmask } = s;
+  return { family, protocol, address, port, fwmark, scheduler, flags: bitsToFlags(flagsToBits(s.flags), scheduler), timeout, netmask, pe: s.pe || null };
 }
 
-function plain(d: Destination): Destination {
-  return { address: d.address, port: d.port, forward: d.forward, weight: d.weight, upperThreshold: d.upperThreshold, lowerThreshold: d.lowerThreshold };
+// Literals, not `{ ...d, activeConns }`: V8 gives every object built by a spread plus new
+// properties a map of its own (~300 bytes per real server or virtual server kept).
+function observedDest(d: Destination, activeConns: number, inactiveConns: number): ObservedDest {
+  return { address: d.address, port: d.port, forward: d.forward, weight: d.weight, upperThreshold: d.upperThreshold, lowerThreshold: d.lowerThreshold, activeConns, inactiveConns };
 }
 
 /** Applies one plan; see the file comment. */
@@ -175,7 +178,7 @@ class Applier {
       default: {
         const did = destinationId(op.destination);
         const prev = o?.destinations.get(did);
-        const next: ObservedDest = { ...plain(op.destination), activeConns: prev?.activeConns ?? 0, inactiveConns: prev?.inactiveConns ?? 0 };
+        const next = observedDest(op.destination, prev?.activeConns ?? 0, prev?.inactiveConns ?? 0);
         o?.destinations.set(did, next);
       }
     }
@@ -255,7 +258,7 @@ class Applier {
       }
       const o = this.observed.virtualServers.get(id);
       if (!o) continue;
-      o.destinations = new Map(dests.map((d) => [destinationId(d), { ...plain(d), activeConns: d.activeConns, inactiveConns: d.inactiveConns }]));
+      o.destinations = new Map(dests.map((d) => [destinationId(d), observedDest(d, d.activeConns, d.inactiveConns)]));
     }
   }
 

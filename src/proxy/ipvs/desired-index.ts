@@ -21,6 +21,9 @@ export interface DesiredDelta {
 /** A desired virtual server with the service key that owns it. */
 export type OwnedVirtualServer = DesiredVirtualServer & { owner: string };
 
+// A literal, not `{ ...vs, owner }`: V8 gives every object built by a spread plus a new property a map of its own.
+const ownedBy = (vs: DesiredVirtualServer, owner: string): OwnedVirtualServer => ({ service: vs.service, destinations: vs.destinations, owner });
+
 /** A health-check node port of an externalTrafficPolicy: Local service. */
 export type HealthCheck = NonNullable<ServiceContribution['healthCheck']>;
 
@@ -183,7 +186,7 @@ export class DesiredIndex {
       const before = old.virtualServers.get(id);
       if (!before) this.claim(id, key, vs, delta);
       else if (this.owned.get(id)?.owner === key) {
-        this.own(id, { ...vs, owner: key });
+        this.own(id, ownedBy(vs, key));
         if (!sameService(before.service, vs.service) || !sameDestinations(before.destinations, vs.destinations)) delta.virtualServers.add(id);
       }
     }
@@ -241,7 +244,7 @@ export class DesiredIndex {
     const list = this.claims.get(id);
     if (!list) {
       this.claims.set(id, [key]);
-      this.own(id, { ...vs, owner: key });
+      this.own(id, ownedBy(vs, key));
       delta.virtualServers.add(id);
       return;
     }
@@ -262,7 +265,7 @@ export class DesiredIndex {
       this.disown(id);
       return;
     }
-    this.own(id, { ...this.contributions.get(heir)!.virtualServers.get(id)!, owner: heir });
+    this.own(id, ownedBy(this.contributions.get(heir)!.virtualServers.get(id)!, heir));
   }
 
   private own(id: VirtualServerId, v: OwnedVirtualServer): void {
