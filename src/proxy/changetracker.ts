@@ -123,8 +123,11 @@ export function sliceErrors(slice: EndpointSlice): ObjectError[] {
 }
 
 /** Sorted unique hint names ([] for none). */
+// One shared (frozen) empty list for the endpoints without hints: two arrays fewer per endpoint.
+const NO_HINTS = Object.freeze([]) as unknown as string[];
+
 function hintNames(hints: ReadonlyArray<{ name: string }> | undefined): string[] {
-  return hints === undefined ? [] : [...new Set(hints.map((h) => h.name))].sort();
+  return hints === undefined || hints.length === 0 ? NO_HINTS : [...new Set(hints.map((h) => h.name))].sort();
 }
 
 /**
