@@ -3,7 +3,8 @@
 // here are ignored, with a warning when set to something that changes the datapath. Zero
 // values mean "default", as kube-proxy's defaulting does.
 
-import { parse as parseYaml } from 'yaml';
+import { createRequire } from 'node:module';
+
 import { z } from 'zod';
 import { toHostname, toHostPort, toList } from './convert.js';
 import { parseDuration } from './duration.js';
@@ -55,6 +56,11 @@ export const KubeProxyConfigurationSchema = z.strictObject({
 
 /** A parsed KubeProxyConfiguration document. */
 export type KubeProxyConfiguration = z.output<typeof KubeProxyConfigurationSchema>;
+
+/** The `yaml` package (~70 modules), loaded only when a config file is read: it is off the daemon's start-up path. */
+function parseYaml(text: string): unknown {
+  return (createRequire(import.meta.url)('yaml') as typeof import('yaml')).parse(text);
+}
 
 /** What a config file contributes: its values and the warnings about fields it ignores. */
 export interface FileLayer {
