@@ -182,7 +182,7 @@ export function endpointsForService(
   return out;
 }
 
-const same = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b);
+const same = (a: unknown, b: unknown): boolean => (a === undefined || b === undefined ? a === b : JSON.stringify(a) === JSON.stringify(b));
 
 /** `namespace/name` of the Service a slice belongs to, or null when it has none (or is FQDN). */
 function serviceOfSlice(slice: EndpointSlice): string | null {

@@ -15,9 +15,16 @@ export function trackerHandler(
   onChange: () => void,
 ): SourceHandler {
   deps.metrics?.trackObjects(() => tracker.counts());
+  // Marked once per burst (a list page, the replay of held objects): each mark reads the clock,
+  // a syscall that costs tens of µs in UML, and later marks of the same burst change nothing.
+  let marked = false;
   const changed = () => {
-    deps.health?.queued();
-    deps.metrics?.syncQueued();
+    if (!marked) {
+      marked = true;
+      queueMicrotask(() => (marked = false));
+      deps.health?.queued();
+      deps.metrics?.syncQueued();
+    }
     onChange();
   };
   return {

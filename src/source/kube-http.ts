@@ -111,15 +111,17 @@ export function readLines(res: IncomingMessage, onEvent: (event: unknown) => voi
   });
 }
 
+/** The body as text, decoded chunk by chunk (no concatenated copy of a list page: allocations are slow in UML); at most about `max` characters kept. */
 function readBody(res: IncomingMessage, max: number): Promise<string> {
   return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
+    const chunks: string[] = [];
     let size = 0;
-    res.on('data', (c: Buffer) => {
+    res.setEncoding('utf8');
+    res.on('data', (c: string) => {
       size += c.length;
       if (size <= max) chunks.push(c);
     });
-    res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    res.on('end', () => resolve(chunks.join('')));
     res.on('error', reject);
     res.on('close', () => res.complete || reject(new Error('response closed before its end')));
   });

@@ -23,6 +23,11 @@ export interface IptablesOutcome {
   saves: number;
 }
 
+/** A hash of one family's rendered rules. */
+function textHash(r: FamilyRules): string {
+  return createHash('sha256').update(JSON.stringify(r.spec)).digest('base64');
+}
+
 /** Keeps the IPVS mode's rules in iptables; see the file comment. */
 export class IptablesKeeper {
   /** Per family: a hash of the rendered rules last restored, and the kernel's owned lines right after. */
@@ -73,10 +78,18 @@ export class IptablesKeeper {
     return createHash('sha256').update(JSON.stringify(await r.ipt.saveOwned(tables))).digest('base64');
   }
 
-  /** The kernel's owned lines per family, hashed (one iptables-save each), for a later sync(…, true, prints). */
+  /**
+   * The kernel's owned lines per family, hashed (one iptables-save each), for a later
+   * sync(…, true, prints). Families that sync() will restore anyway (never restored, or rules
+   * changed since) are not read: their save would be compared with nothing.
+   */
   async read(families: readonly FamilyRules[]): Promise<Map<string, string>> {
+    if (!this.loaded) this.load();
     const out = new Map<string, string>();
-    for (const r of families) out.set(r.family, await this.fingerprint(r));
+    for (const r of families) {
+      if (!this.print.has(r.family) || this.text.get(r.family) !== textHash(r)) continue;
+      out.set(r.family, await this.fingerprint(r));
+    }
     return out;
   }
 
@@ -89,7 +102,7 @@ export class IptablesKeeper {
     if (!this.loaded) this.load();
     const out: IptablesOutcome = { restores: 0, saves: 0 };
     for (const r of families) {
-      const text = createHash('sha256').update(JSON.stringify(r.spec)).digest('base64');
+      const text = textHash(r);
       const same = this.text.get(r.family) === text;
       if (same && !verify) continue;
       if (same && this.print.has(r.family)) {

@@ -233,6 +233,7 @@ export class IpvsProxier {
    * reading the whole table before the first write. A kernel that already matches gets no write.
    */
   private async adopt(): Promise<void> {
+    let changed: ReadonlySet<string> = new Set();
     await this.serial(async () => {
       if (!this.started) await this.prepare();
       this.observed = emptyObserved();
@@ -240,12 +241,13 @@ export class IpvsProxier {
       // plan creates the owned ones that do not.
       for (const name of await this.o.clients.ipset.listNames()) if (name.startsWith('KUBE-')) this.observed.ipsets.set(name, new Set());
       this.nodePortAddresses = await this.readNodePortAddresses();
-      const changed = this.tracker.takeChanged();
+      changed = this.tracker.takeChanged();
       for (const key of changed) this.update(key);
-      await this.conntrack.clean(this.tracker.state(), changed);
     });
     this.verifying = this.verify(false); // nothing else runs meanwhile: no pacing
     const r = await this.verifying.finally(() => (this.verifying = null));
+    // After the writes, not before them (one conntrack process per UDP VIP), as a sync does.
+    await this.serial(() => this.conntrack.clean(this.tracker.state(), changed));
     if (r === null) {
       this.observed = null;
       throw new Error('adopting the kernel state failed (see the verification warning); retrying');

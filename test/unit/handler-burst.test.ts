@@ -1,0 +1,28 @@
+// The proxiers' SourceHandler marks health and metrics once per burst of events (each mark reads
+// the clock, a syscall that is slow in UML), and asks for a sync on every event.
+import { describe, expect, it } from 'vitest';
+
+import { ChangeTracker } from '../../src/proxy/changetracker.js';
+import { trackerHandler } from '../../src/proxy/handler.js';
+import { createLogger } from '../../src/log.js';
+import type { ProxyHealth } from '../../src/server/health.js';
+import type { ProxyMetrics } from '../../src/server/metrics.js';
+import { slice, svc } from './lib/objects.js';
+
+describe('trackerHandler', () => {
+  it('marks a burst of events as queued once, and the next burst again', async () => {
+    const calls = { queued: 0, syncQueued: 0, onChange: 0 };
+    const health = { queued: () => calls.queued++ } as unknown as ProxyHealth;
+    const metrics = { syncQueued: () => calls.syncQueued++, trackObjects: () => {} } as unknown as ProxyMetrics;
+    const logger = createLogger({ format: 'json', verbosity: 0 }, { write: () => true } as never);
+    const h = trackerHandler(new ChangeTracker('n1'), { logger, health, metrics }, () => calls.onChange++);
+    for (let i = 0; i < 50; i++) {
+      h.onService(`ns/s${i}`, svc(`s${i}`, `10.96.0.${i + 1}`));
+      h.onEndpointSlice(`ns/s${i}-1`, slice(`s${i}`, [`10.244.1.${i + 1}`]));
+    }
+    expect(calls).toEqual({ queued: 1, syncQueued: 1, onChange: 100 });
+    await Promise.resolve();
+    h.onService('ns/x', svc('x', '10.96.1.1'));
+    expect(calls).toEqual({ queued: 2, syncQueued: 2, onChange: 101 });
+  });
+});
