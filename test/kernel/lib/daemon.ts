@@ -1,6 +1,6 @@
 // Runs the built daemon (dist/src/cli.js) as a child process for end-to-end tests, on a
 // private copy of the example manifests that a test may edit.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +10,15 @@ import { parseAllDocuments, stringify } from 'yaml';
 const REPO = new URL('../../../', import.meta.url).pathname;
 /** The built CLI. */
 export const CLI = join(REPO, 'dist/src/cli.js');
+
+/**
+ * The demo topology (examples/demo/network.sh: a client and three backends in network namespaces)
+ * and kubelet's hint chain for legacy iptables, as the UML end-to-end files start from.
+ */
+export function demoNetworkUp(): void {
+  execFileSync('sh', [join(REPO, 'examples/demo/network.sh'), 'up'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  execFileSync('sh', ['-c', 'iptables-legacy -t mangle -N KUBE-IPTABLES-HINT 2>/dev/null || true']);
+}
 
 /** Waits until `check` returns a truthy value (polling), or throws after `timeoutMs`. */
 export async function waitFor<T>(what: string, check: () => T | Promise<T>, timeoutMs = 20_000): Promise<T> {

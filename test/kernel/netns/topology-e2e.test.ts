@@ -3,6 +3,7 @@
 // daemon on manifests, a Service whose EndpointSlice hints be1 and be2 for zone-a and be3 for
 // zone-b. Real HTTP connections show which backends the node's zone lets traffic reach.
 import { assertIsolated } from '../lib/guard.js';
+import { zonedSlice, zoneNode } from '../lib/topology.js';
 assertIsolated();
 
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
@@ -38,13 +39,6 @@ function programmed(): string[] {
     .sort();
 }
 
-const node = (zone: string) => `
-apiVersion: v1
-kind: Node
-metadata: {name: kip-node, labels: {kubernetes.io/hostname: kip-node, topology.kubernetes.io/zone: ${zone}}}
-status: {addresses: [{type: InternalIP, address: 10.250.0.1}]}
-`;
-
 /** The Service and its slice; with `hints`, be1 and be2 are for zone-a and be3 for zone-b. */
 const zoned = (hints: boolean) => `
 apiVersion: v1
@@ -52,16 +46,7 @@ kind: Service
 metadata: {name: zoned, namespace: demo}
 spec: {clusterIP: 10.96.0.40, trafficDistribution: PreferClose, ports: [{name: http, port: 80, targetPort: 8080}]}
 ---
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: zoned-1, namespace: demo, labels: {kubernetes.io/service-name: zoned}}
-addressType: IPv4
-ports: [{name: http, port: 8080, protocol: TCP}]
-endpoints:
-${[1, 2, 3]
-  .map((i) => `- {addresses: [10.244.${i}.2], nodeName: node-${i}, conditions: {ready: true}${hints ? `, hints: {forZones: [{name: zone-${i < 3 ? 'a' : 'b'}}]}` : ''}}`)
-  .join('\n')}
-`;
+${zonedSlice(hints)}`;
 
 const lab = new NetLab();
 const backends: ChildProcess[] = [];
@@ -82,7 +67,7 @@ beforeAll(async () => {
   sh('iptables-nft', '-t', 'mangle', '-N', 'KUBE-IPTABLES-HINT'); // as kubelet does: the node uses nft
   manifests = new Manifests();
   for (const f of ['services.yaml', 'endpointslices.yaml']) manifests.write(f, '');
-  manifests.write('node.yaml', node('zone-a'));
+  manifests.write('node.yaml', zoneNode('zone-a'));
   manifests.write('zoned.yaml', zoned(true));
   // `modprobe` that always fails: the host's kernel must never be asked to load a module.
   stubDir = mkdtempSync(join(tmpdir(), 'kip-stub-'));
@@ -114,7 +99,7 @@ describe('topology-aware routing (iptables)', () => {
   });
 
   it('relabelling the node to zone-b sends everything to the zone-b backend', async () => {
-    manifests.write('node.yaml', node('zone-b'));
+    manifests.write('node.yaml', zoneNode('zone-b'));
     await waitFor('the zone-b endpoint chain', () => programmed().join() === 'be3');
     expect(fromClient(20, 'tcp:10.96.0.40:80')).toEqual({ be3: 20 });
   });

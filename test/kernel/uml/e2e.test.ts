@@ -5,7 +5,7 @@ import { createInterface } from 'node:readline';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { CLI, Daemon, Manifests, waitFor } from '../lib/daemon.js';
+import { CLI, Daemon, Manifests, demoNetworkUp, waitFor } from '../lib/daemon.js';
 import { assertIsolated } from '../lib/guard.js';
 
 assertIsolated();
@@ -70,8 +70,7 @@ ${[1, 2, 3].map((i) => `- {addresses: [10.244.${i}.2], nodeName: kip-node, condi
 let manifests: Manifests;
 
 beforeAll(() => {
-  sh('sh', `${REPO}examples/demo/network.sh`, 'up');
-  execFileSync('sh', ['-c', 'iptables-legacy -t mangle -N KUBE-IPTABLES-HINT || true']);
+  demoNetworkUp();
   manifests = new Manifests();
   manifests.write('extra.yaml', EXTRA);
 });

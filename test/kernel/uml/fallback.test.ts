@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { optionalModules } from '../../harness/uml.mjs';
-import { CLI, Daemon, Manifests } from '../lib/daemon.js';
+import { CLI, Daemon, Manifests, demoNetworkUp } from '../lib/daemon.js';
 import { assertIsolated } from '../lib/guard.js';
 
 assertIsolated();
@@ -45,8 +45,7 @@ let manifests: Manifests;
 let stubDir: string;
 
 beforeAll(() => {
-  sh('sh', `${REPO}examples/demo/network.sh`, 'up');
-  execFileSync('sh', ['-c', 'iptables-legacy -t mangle -N KUBE-IPTABLES-HINT || true']);
+  demoNetworkUp();
   // In iptables mode nothing binds the external/LB IPs: the network routes them to the node.
   for (const vip of ['10.250.0.100', '10.250.0.200']) sh('ip', '-n', 'kip-client', 'route', 'add', `${vip}/32`, 'via', '10.250.0.1');
   manifests = new Manifests();

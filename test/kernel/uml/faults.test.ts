@@ -9,7 +9,7 @@ import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { CLI, Daemon, Manifests, waitFor } from '../lib/daemon.js';
+import { CLI, Daemon, Manifests, demoNetworkUp, waitFor } from '../lib/daemon.js';
 import { assertIsolated } from '../lib/guard.js';
 
 assertIsolated();
@@ -113,8 +113,7 @@ let modprobeBefore = '';
 const daemon = () => new Daemon(['--manifests', manifests.dir, ...DAEMON_ARGS]);
 
 beforeAll(async () => {
-  sh('sh', `${REPO}examples/demo/network.sh`, 'up');
-  shell('iptables-legacy -t mangle -N KUBE-IPTABLES-HINT || true');
+  demoNetworkUp();
   // Module autoload as on a real node: the kernel asks this script for ip_vs_<scheduler>.
   writeFileSync('/run/kip-modprobe', `#!/bin/sh\nexec modprobe -d "${process.env.KIP_UML_MODULES}" "$@"\n`, { mode: 0o755 });
   modprobeBefore = readFileSync('/proc/sys/kernel/modprobe', 'utf8');

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../../src/cli.js';
 import { defaultConfig } from '../../../src/config.js';
 import { inspectSourcesFor, type InspectReport, type InspectService, type InspectSources } from '../../../src/inspect.js';
-import { CLI, Daemon, Manifests, waitFor } from '../lib/daemon.js';
+import { CLI, Daemon, Manifests, demoNetworkUp, waitFor } from '../lib/daemon.js';
 import { assertIsolated } from '../lib/guard.js';
 
 assertIsolated();
@@ -105,8 +105,7 @@ let held: Held;
 let victim: string;
 
 beforeAll(async () => {
-  sh('sh', `${REPO}examples/demo/network.sh`, 'up');
-  execFileSync('sh', ['-c', 'iptables-legacy -t mangle -N KUBE-IPTABLES-HINT || true']);
+  demoNetworkUp();
   manifests = new Manifests();
   manifests.write('services.yaml', SERVICES);
   manifests.write('endpointslices.yaml', SLICES);

@@ -6,7 +6,7 @@ import { createInterface } from 'node:readline';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { Daemon, Manifests, waitFor } from '../lib/daemon.js';
+import { Daemon, Manifests, demoNetworkUp, waitFor } from '../lib/daemon.js';
 import { assertIsolated } from '../lib/guard.js';
 
 assertIsolated();
@@ -42,8 +42,7 @@ let manifests: Manifests;
 let d: Daemon;
 
 beforeAll(async () => {
-  sh('sh', `${REPO}examples/demo/network.sh`, 'up');
-  execFileSync('sh', ['-c', 'iptables-legacy -t mangle -N KUBE-IPTABLES-HINT || true']);
+  demoNetworkUp();
   manifests = new Manifests();
   d = new Daemon(['--manifests', manifests.dir, ...DAEMON_ARGS, '--ipvs-min-sync-period', '100ms', '--ipvs-sync-period', `${PERIOD_MS / 1000}s`]);
   d.start();

@@ -6,8 +6,9 @@ import { execFileSync } from 'node:child_process';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { CLI, Daemon, Manifests, waitFor } from '../lib/daemon.js';
+import { CLI, Daemon, Manifests, demoNetworkUp, waitFor } from '../lib/daemon.js';
 import { assertIsolated } from '../lib/guard.js';
+import { zonedSlice, zoneNode } from '../lib/topology.js';
 
 assertIsolated();
 
@@ -23,31 +24,11 @@ function fromClient(count: number, target: string): Record<string, number> {
   return (JSON.parse(out) as Record<string, Record<string, number>>)[target]!;
 }
 
-const node = (zone: string) => `
-apiVersion: v1
-kind: Node
-metadata: {name: kip-node, labels: {kubernetes.io/hostname: kip-node, topology.kubernetes.io/zone: ${zone}}}
-status: {addresses: [{type: InternalIP, address: 10.250.0.1}]}
-`;
-
 const SERVICE = `
 apiVersion: v1
 kind: Service
 metadata: {name: zoned, namespace: demo, annotations: {service.kubernetes.io/topology-mode: Auto}}
 spec: {type: NodePort, clusterIP: 10.96.0.30, ports: [{name: http, port: 80, targetPort: 8080, nodePort: 30090}]}
-`;
-
-/** The Service's slice; with `hints`, be1 and be2 are for zone-a and be3 for zone-b. */
-const slice = (hints: boolean) => `
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: zoned-1, namespace: demo, labels: {kubernetes.io/service-name: zoned}}
-addressType: IPv4
-ports: [{name: http, port: 8080, protocol: TCP}]
-endpoints:
-${[1, 2, 3]
-  .map((i) => `- {addresses: [10.244.${i}.2], nodeName: node-${i}, conditions: {ready: true}${hints ? `, hints: {forZones: [{name: zone-${i < 3 ? 'a' : 'b'}}]}` : ''}}`)
-  .join('\n')}
 `;
 
 /** `-a` lines of the cluster IP's real servers as `backend weight`. */
@@ -59,12 +40,11 @@ let manifests: Manifests;
 let d: Daemon;
 
 beforeAll(async () => {
-  sh('sh', `${REPO}examples/demo/network.sh`, 'up');
-  execFileSync('sh', ['-c', 'iptables-legacy -t mangle -N KUBE-IPTABLES-HINT || true']);
+  demoNetworkUp();
   manifests = new Manifests();
   for (const f of ['services.yaml', 'endpointslices.yaml']) manifests.write(f, '');
-  manifests.write('node.yaml', node('zone-a'));
-  manifests.write('zoned.yaml', `${SERVICE}---${slice(true)}`);
+  manifests.write('node.yaml', zoneNode('zone-a'));
+  manifests.write('zoned.yaml', `${SERVICE}---${zonedSlice(true)}`);
   d = new Daemon(['--manifests', manifests.dir, '--hostname-override', 'kip-node', '--cluster-cidr', '10.244.0.0/16', '--log-format', 'text',
     '--ipvs-min-sync-period', '100ms', '--ipvs-sync-period', '3s']);
   d.start();
@@ -84,22 +64,22 @@ describe('topology-aware routing (IPVS)', () => {
   });
 
   it('relabelling the node to zone-b moves new connections to the zone-b backend', async () => {
-    manifests.write('node.yaml', node('zone-b'));
+    manifests.write('node.yaml', zoneNode('zone-b'));
     // be1 and be2 drain (weight 0) while be3 takes every new connection.
     await waitFor('the zone-b real server', () => realServers().some((s) => s === 'be3 1') && !realServers().some((s) => s.endsWith(' 1') && s !== 'be3 1'), SLOW);
     expect(fromClient(12, 'tcp:10.96.0.30:80')).toEqual({ be3: 12 });
   });
 
   it('without hints every backend gets traffic again', async () => {
-    manifests.write('zoned.yaml', `${SERVICE}---${slice(false)}`);
+    manifests.write('zoned.yaml', `${SERVICE}---${zonedSlice(false)}`);
     await waitFor('all three real servers', () => realServers().join() === 'be1 1,be2 1,be3 1', SLOW);
     expect(fromClient(12, 'tcp:10.96.0.30:80')).toEqual({ be1: 4, be2: 4, be3: 4 });
   });
 
   it('a node zone that no endpoint is hinted for uses every endpoint', async () => {
-    manifests.write('zoned.yaml', `${SERVICE}---${slice(true)}`);
+    manifests.write('zoned.yaml', `${SERVICE}---${zonedSlice(true)}`);
     await waitFor('the zone-b real server alone', () => realServers().filter((s) => s.endsWith(' 1')).join() === 'be3 1', SLOW);
-    manifests.write('node.yaml', node('zone-c'));
+    manifests.write('node.yaml', zoneNode('zone-c'));
     await waitFor('all three real servers', () => realServers().join() === 'be1 1,be2 1,be3 1', SLOW);
     expect(fromClient(12, 'tcp:10.96.0.30:80')).toEqual({ be1: 4, be2: 4, be3: 4 });
   });
