@@ -1,6 +1,8 @@
 // N-API front of the addon: the Socket class (async batch and dump, off the JS thread),
 // sync encode/decode for tests, errno names and UAPI constants.
+#include <malloc.h>
 #include <napi.h>
+#include <v8.h>
 
 #include <memory>
 
@@ -319,7 +321,20 @@ Napi::Value SchemaNames(const Napi::CallbackInfo& info) {
   return arr;
 }
 
+// releaseMemory(full): hands memory the process no longer uses back to the kernel. full: a
+// blocking memory-reducing GC (V8 compacts the heap and unmaps its free pages, as under critical
+// memory pressure); otherwise V8 starts an incremental memory-reducing GC (moderate pressure)
+// and returns at once. Then glibc's malloc_trim returns free heap pages of every arena.
+Napi::Value ReleaseMemory(const Napi::CallbackInfo& info) {
+  v8::Isolate* isolate = v8::Isolate::GetCurrent();
+  if (info[0].ToBoolean().Value()) isolate->LowMemoryNotification();
+  else isolate->MemoryPressureNotification(v8::MemoryPressureLevel::kModerate);
+  malloc_trim(0);
+  return info.Env().Undefined();
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("releaseMemory", Napi::Function::New<ReleaseMemory>(env, "releaseMemory"));
   exports.Set("Socket", Socket::Init(env));
   exports.Set("encode", Napi::Function::New<Encode>(env, "encode"));
   exports.Set("decode", Napi::Function::New<Decode>(env, "decode"));

@@ -8,6 +8,7 @@ import { NetlinkIpvsClient, type IpvsClient } from './kernel/ipvs/client.js';
 import { detectBackendWithReason, Iptables, type Family } from './kernel/iptables.js';
 import { DEFAULT_DUMMY_LINK, NetlinkLinkClient } from './kernel/link.js';
 import type { Logger } from './log.js';
+import { MemoryKeeper } from './memory.js';
 import type { IpvsProxier } from './proxy/ipvs/proxier.js';
 import { BoundedFrequencyRunner } from './proxy/runner.js';
 import { HealthServer, ProxyHealth } from './server/health.js';
@@ -178,7 +179,11 @@ async function runWithSource(config: Config, logger: Logger, nodeName: string, {
     const view = ipvsProxier;
     if (view) servers.push(await serveIpvsViews(s, () => view.desiredView(), config, nodeName, logger));
   }
-  const runner = new BoundedFrequencyRunner(async ({ periodic }) => void (await proxier.sync({ periodic })), {
+  const memory = new MemoryKeeper({ logger, intervalMs: config.syncPeriodMs });
+  const runner = new BoundedFrequencyRunner(async ({ periodic }) => {
+    await proxier.sync({ periodic });
+    memory.afterSync(!periodic);
+  }, {
     minIntervalMs: config.minSyncPeriodMs,
     maxIntervalMs: config.syncPeriodMs,
     retryIntervalMs: Math.max(config.minSyncPeriodMs, 1000),

@@ -5,6 +5,7 @@ import { hasJumpText, planRestore, type RestorePlan } from './iptables/restore.j
 import { ownedLines, parseSave } from './iptables/save.js';
 import { ruleTarget } from './iptables/syntax.js';
 import type { Backend, Family, JumpSpec, OwnedPredicate, Rule, SavedTable, Table, TableSpec } from './iptables/types.js';
+import { SerialQueue } from '../serial.js';
 
 export * from './iptables/backend.js';
 export * from './iptables/errors.js';
@@ -61,7 +62,7 @@ export class Iptables {
   private readonly wait: string;
   private readonly env?: NodeJS.ProcessEnv;
   private readonly timeoutMs: number;
-  private queue: Promise<unknown> = Promise.resolve();
+  private readonly queue = new SerialQueue();
 
   /** A driver with a known backend; {@link Iptables.create} detects one. */
   constructor(backend: Backend, opts: Omit<IptablesOptions, 'backend' | 'detect'> = {}) {
@@ -96,11 +97,6 @@ export class Iptables {
     return { ...r, code: r.code };
   }
 
-  private serial<T>(fn: () => Promise<T>): Promise<T> {
-    const next = this.queue.then(fn, fn);
-    this.queue = next.catch(() => undefined);
-    return next;
-  }
 
   /** Reads one table with `iptables-save -t TABLE` (an absent table reads as empty). */
   async save(table: Table): Promise<SavedTable> {
@@ -139,7 +135,7 @@ export class Iptables {
 
   /** Runs `iptables-restore -w N --noflush` with `input`; throws ERESTORE naming table, line and message. */
   restore(table: Table, input: string): Promise<void> {
-    return this.serial(() => this.restoreNow(table, input));
+    return this.queue.run(() => this.restoreNow(table, input));
   }
 
   private async restoreNow(table: Table, input: string): Promise<void> {
@@ -156,7 +152,7 @@ export class Iptables {
    * the error names the table holding the failing line.
    */
   sync(specs: readonly TableSpec[]): Promise<RestorePlan[]> {
-    return this.serial(async () => {
+    return this.queue.run(async () => {
       if (specs.length === 0) return [];
       const saved = await this.saveAll();
       const plans: RestorePlan[] = [];

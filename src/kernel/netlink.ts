@@ -9,6 +9,7 @@ import {
   type NlRequest,
 } from '../native/binding.js';
 import { NetlinkError, fromNative } from './errors.js';
+import { SerialQueue } from '../serial.js';
 
 /** What one op of a batch came to. */
 export type OpOutcome = { ok: true; replies: NlMessage[] } | { ok: false; error: NetlinkError; echo?: NlMessage };
@@ -22,7 +23,7 @@ export interface OpLabel {
 /** A netlink socket whose calls are queued so that exactly one is in flight at a time. */
 export class NetlinkConnection {
   private readonly socket: NativeSocket;
-  private tail: Promise<unknown> = Promise.resolve();
+  private readonly queue = new SerialQueue();
 
   /** Opens a socket for `protocol` (NETLINK_GENERIC, NETLINK_NETFILTER, NETLINK_ROUTE). */
   constructor(protocol: number) {
@@ -33,16 +34,11 @@ export class NetlinkConnection {
     }
   }
 
-  private serial<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.tail.then(fn, fn);
-    this.tail = run.catch(() => undefined);
-    return run;
-  }
 
   /** Sends all requests batched; one outcome per request, in order. Throws only if the socket fails. */
   batch(schema: string, requests: NlRequest[], label: (i: number) => OpLabel, limits?: BatchLimits): Promise<OpOutcome[]> {
     if (requests.length === 0) return Promise.resolve([]);
-    return this.serial(async () => {
+    return this.queue.run(async () => {
       let results;
       try {
         results = await this.socket.batch(schema, requests, limits);
@@ -72,7 +68,7 @@ export class NetlinkConnection {
 
   /** Runs a dump request; throws a NetlinkError on failure. */
   dump(schema: string, req: NlRequest, op: string, object?: string, options?: DumpOptions): Promise<NlMessage[]> {
-    return this.serial(async () => {
+    return this.queue.run(async () => {
       try {
         return await this.socket.dump(schema, req, options);
       } catch (e) {
@@ -84,7 +80,7 @@ export class NetlinkConnection {
   /** Runs several dumps in one call (one trip to the addon's thread); throws on the first failure. */
   dumpMany(schema: string, reqs: NlRequest[], op: string, options?: DumpOptions): Promise<NlMessage[][]> {
     if (reqs.length === 0) return Promise.resolve([]);
-    return this.serial(async () => {
+    return this.queue.run(async () => {
       try {
         return await this.socket.dumpMany(schema, reqs, options);
       } catch (e) {
@@ -95,7 +91,7 @@ export class NetlinkConnection {
 
   /** Closes the socket once queued calls have finished. */
   close(): void {
-    void this.tail.finally(() => this.socket.close());
+    void this.queue.run(async () => this.socket.close());
   }
 }
 

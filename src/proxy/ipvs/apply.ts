@@ -178,8 +178,10 @@ class Applier {
       default: {
         const did = destinationId(op.destination);
         const prev = o?.destinations.get(did);
-        const next = observedDest(op.destination, prev?.activeConns ?? 0, prev?.inactiveConns ?? 0);
-        o?.destinations.set(did, next);
+        // Without connection counts to carry, the acknowledged object itself is kept: it is the
+        // desired state's own (one object per real server, not two; neither side mutates it).
+        const conns = (prev?.activeConns ?? 0) + (prev?.inactiveConns ?? 0) > 0;
+        o?.destinations.set(did, conns ? observedDest(op.destination, prev!.activeConns ?? 0, prev!.inactiveConns ?? 0) : op.destination);
       }
     }
   }

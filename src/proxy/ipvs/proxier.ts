@@ -34,6 +34,7 @@ import { ipvsModeRules, lbNoNodeAccess } from './rules.js';
 import { applySysctls, ipvsSysctls } from './sysctl.js';
 import type { DesiredContext, ObservedState } from './types.js';
 import { Verifier, type VerifyReport } from './verify.js';
+import { SerialQueue } from '../../serial.js';
 
 export type { VerifyReport };
 
@@ -92,7 +93,7 @@ export class IpvsProxier {
   private nodePortAddresses: string[] = [];
   private readonly iptables: IptablesKeeper;
   /** Syncs and verification steps run one at a time, in the order they asked. */
-  private queue: Promise<unknown> = Promise.resolve();
+  private readonly queue = new SerialQueue();
   /** The verification in flight, if any. */
   private verifying: Promise<VerifyReport | null> | null = null;
   private readonly verifier: Verifier;
@@ -123,7 +124,7 @@ export class IpvsProxier {
       iptables: this.iptables,
       now: () => this.now(),
       observed: () => this.observed!,
-      serial: (fn) => this.serial(fn),
+      serial: (fn) => this.queue.run(fn),
       readNodePortAddresses: (link) => this.readNodePortAddresses(link),
       node: async (scope, addresses) => {
         await this.ensureNode(scope);
@@ -204,11 +205,6 @@ export class IpvsProxier {
     return this.index.set(key, svc ? desiredForService(svc, state.endpoints.get(key) ?? [], this.context()) : null);
   }
 
-  private serial<T>(fn: () => Promise<T>): Promise<T> {
-    const next = this.queue.then(fn, fn);
-    this.queue = next.catch(() => undefined);
-    return next;
-  }
 
   /**
    * One sync; throws when kernel operations failed (the runner retries). `full` reads the whole
@@ -219,7 +215,7 @@ export class IpvsProxier {
   async sync(opts: { full?: boolean; periodic?: boolean } = {}): Promise<SyncReport> {
     if (this.observed === null && !opts.full && !this.o.config.dryRun) await this.adopt();
     try {
-      return await this.serial(() => this.syncNow(Boolean(opts.full) || this.observed === null));
+      return await this.queue.run(() => this.syncNow(Boolean(opts.full) || this.observed === null));
     } finally {
       if (opts.periodic && !opts.full && !this.verifying && !this.o.config.dryRun) {
         this.verifying = this.verify().finally(() => (this.verifying = null));
@@ -234,7 +230,7 @@ export class IpvsProxier {
    */
   private async adopt(): Promise<void> {
     let changed: ReadonlySet<string> = new Set();
-    await this.serial(async () => {
+    await this.queue.run(async () => {
       if (!this.started) await this.prepare();
       this.observed = emptyObserved();
       // Sets that exist are known to exist (their entries are read by the verification); the
@@ -247,7 +243,7 @@ export class IpvsProxier {
     this.verifying = this.verify(false); // nothing else runs meanwhile: no pacing
     const r = await this.verifying.finally(() => (this.verifying = null));
     // After the writes, not before them (one conntrack process per UDP VIP), as a sync does.
-    await this.serial(() => this.conntrack.clean(this.tracker.state(), changed));
+    await this.queue.run(() => this.conntrack.clean(this.tracker.state(), changed));
     if (r === null) {
       this.observed = null;
       throw new Error('adopting the kernel state failed (see the verification warning); retrying');
