@@ -6,6 +6,7 @@
 //   programmed kernel, a no-change periodic sync, RSS/heap after each phase, and the cold start
 //   with --manifests (the same objects as YAML in a tmpfs directory).
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 
@@ -23,6 +24,7 @@ const { values: opt } = parseArgs({
     rounds: { type: 'string' },
     quick: { type: 'boolean', default: false },
     'manifests-size': { type: 'string', default: '3000' },
+    'soak-minutes': { type: 'string', default: '0' },
   },
 });
 const SIZES = opt.sizes.split(',').map(Number).filter((n) => n > 0);
@@ -32,6 +34,10 @@ const ONE = opt.quick ? { count: 8, gapMs: 1300 } : { count: 20, gapMs: 1500 };
 const CHURN = { rate: 50, seconds: opt.quick ? 10 : 20 };
 const PERIOD_MS = 10_000;
 const MANIFESTS_N = Number(opt['manifests-size']);
+/** Minutes of churn (50 changes/s) after the churn phase of the first size: RSS sampled each minute (leak check). */
+const SOAK_MIN = Number(opt['soak-minutes']);
+/** RSS is read this long after the first sync (the daemon returns the start-up garbage right after it). */
+const SETTLE_MS = 3000;
 const DIR = '/dev/shm/kip-cluster-bench'; // tmpfs inside UML
 const LOG = process.env.KIP_BENCH_LOG ?? `${DIR}/daemon.log`;
 const TOKEN = 'bench-token-0123456789';
@@ -98,7 +104,7 @@ async function runSize(n, probe) {
 
   const p = await pairs(cluster, args, probe, api);
   const r = { n, cold: p.cold, restore: p.restore, ratio: p.ratio, firstList: p.firstList, readyMs: p.readyMs };
-  r.memCold = await memory(p.daemon);
+  r.memCold = await settledMemory(p.daemon);
   console.log(`  cold start: ${s(p.cold)} vs ipvsadm-restore ${s(p.restore)}  ratio ${p.ratio.toFixed(2)}  (median of ${ROUNDS}; pairs ${p.rows.cold.map((c, k) => `${s(c)}/${s(p.rows.restore[k])}`).join(', ')}; first list request ${p.firstList === null ? '-' : s(p.firstList)}; confirming dump ${msf(median(p.rows.check))}, dumps ${p.rows.confirms.join(',')}; last daemon's first sync done ${s(p.readyMs)})`);
   console.log(`    after cold start: ${mem(r.memCold)}`);
 
@@ -111,6 +117,12 @@ async function runSize(n, probe) {
   r.churn = await churn({ daemon: p.daemon, probe, cluster, api, ...CHURN });
   r.memChurn = await memory(p.daemon);
   console.log(`  churn ${r.churn.rate.toFixed(0)} changes/s for ${CHURN.seconds} s: p50 ${msf(r.churn.p50)}  p99 ${msf(r.churn.p99)}  max ${msf(r.churn.max)} (${r.churn.n} changes); ${mem(r.memChurn)}`);
+
+  if (SOAK_MIN > 0 && n === SIZES[0]) {
+    r.soak = await soak(p.daemon, probe, cluster, api);
+    const last = r.soak.rss.at(-1);
+    console.log(`  soak: ${SOAK_MIN} min of churn at 50 changes/s: RSS after cold start ${MiB(r.memCold.rss)}, per minute ${r.soak.rss.map(MiB).join(' ')}; last ${MiB(last)} (${(((last - r.memCold.rss) / r.memCold.rss) * 100).toFixed(1)}% over the cold start), max ${MiB(Math.max(...r.soak.rss))}; heap last ${MiB(r.soak.heap.at(-1))}; event->kernel p99 per minute max ${msf(Math.max(...r.soak.p99))}, median ${msf(median(r.soak.p99))}`);
+  }
 
   const restartArgs = [...args, '--ipvs-sync-period', `${PERIOD_MS / 1000}s`];
   step('restart');
@@ -129,6 +141,26 @@ async function runSize(n, probe) {
   console.log(`  SIGTERM -> exit: ${s(r.stop.ms)}${r.stop.killed ? ' (did not exit in 30 s: SIGKILL)' : ''}`);
   await api.close();
   return r;
+}
+
+/** RSS and heap SETTLE_MS after the first sync. */
+async function settledMemory(daemon) {
+  await sleep(SETTLE_MS);
+  return memory(daemon);
+}
+
+/** Churn minute after minute; RSS, heap and the minute's p99 after each. */
+async function soak(daemon, probe, cluster, api) {
+  const out = { rss: [], heap: [], p99: [] };
+  for (let m = 1; m <= SOAK_MIN; m++) {
+    step(`soak minute ${m}/${SOAK_MIN}`);
+    const c = await churn({ daemon, probe, cluster, api, ...CHURN, seconds: 60 });
+    const mem = await memory(daemon);
+    out.rss.push(mem.rss);
+    out.heap.push(mem.heap);
+    out.p99.push(c.p99);
+  }
+  return out;
 }
 
 /** The same cold start with --manifests: the objects as YAML files (one per namespace) in tmpfs. */
@@ -152,7 +184,7 @@ async function runManifests(n, probe) {
   writeFileSync(`${dir}/node.yaml`, stringify(makeNode()));
   console.log(`\n== --manifests: ${n} Services x ${EP} endpoints as ${byNs.size} YAML files (${(bytes / 2 ** 20).toFixed(1)} MiB) in tmpfs, ${ROUNDS} round(s)`);
   const p = await pairs(cluster, ['--manifests', dir, ...commonArgs], probe, null);
-  const memCold = await memory(p.daemon);
+  const memCold = await settledMemory(p.daemon);
   console.log(`  cold start: ${s(p.cold)} vs ipvsadm-restore ${s(p.restore)}  ratio ${p.ratio.toFixed(2)}  (median of ${ROUNDS}; pairs ${p.rows.cold.map((c, k) => `${s(c)}/${s(p.rows.restore[k])}`).join(', ')}; confirming dump ${msf(median(p.rows.check))}, dumps ${p.rows.confirms.join(',')}; last daemon's first sync done ${s(p.readyMs)})`);
   console.log(`    after cold start: ${mem(memCold)}`);
   await p.daemon.stop();
