@@ -130,6 +130,72 @@ function hintNames(hints: ReadonlyArray<{ name: string }> | undefined): string[]
   return hints === undefined || hints.length === 0 ? NO_HINTS : [...new Set(hints.map((h) => h.name))].sort();
 }
 
+/** Keeps `info` under `id` unless a non-terminating endpoint holds it already (kube-proxy's rule for duplicates). */
+function keep(set: Map<string, EndpointInfo>, id: string, info: EndpointInfo): void {
+  if (!set.has(id) || !info.terminating) set.set(id, info);
+}
+
+/** Endpoint lists by port key, each sorted by destination id; empty lists dropped. */
+function sortedLists(byPort: Map<string, Map<string, EndpointInfo>>): Map<string, EndpointInfo[]> {
+  const out = new Map<string, EndpointInfo[]>();
+  for (const [key, set] of byPort) {
+    if (set.size === 0) continue;
+    out.set(key, [...set.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, ep]) => ep));
+  }
+  return out;
+}
+
+/** The endpoints of one slice per port key of Service `namespace/name` (what the tracker keeps of a slice). */
+function sliceEndpoints(namespace: string, name: string, slice: EndpointSlice, nodeName: string): Map<string, EndpointInfo[]> {
+  if (slice.addressType === 'FQDN') return new Map();
+  const byPort = new Map<string, Map<string, EndpointInfo>>();
+  const family: Family = slice.addressType === 'IPv4' ? 'ipv4' : 'ipv6';
+  for (const sp of slice.ports) {
+    if (sp.port === undefined) continue;
+    const key = portNameKey({ namespace, name, port: sp.name, protocol: lower(sp.protocol) });
+    let set = byPort.get(key);
+    if (set === undefined) byPort.set(key, (set = new Map()));
+    for (const ep of slice.endpoints) {
+      const raw = ep.addresses[0]!;
+      if (familyOf(raw) !== family) continue;
+      const c = ep.conditions;
+      const ready = c.ready ?? true;
+      const info: EndpointInfo = {
+        address: canonicalIp(raw),
+        port: sp.port,
+        family,
+        ready,
+        serving: c.serving ?? ready,
+        terminating: c.terminating ?? false,
+        nodeName: ep.nodeName ?? null,
+        zone: ep.zone ?? null,
+        isLocal: nodeName !== '' && ep.nodeName === nodeName,
+        zoneHints: hintNames(ep.hints?.forZones),
+        nodeHints: hintNames(ep.hints?.forNodes),
+      };
+      keep(set, destinationId(info), info);
+    }
+  }
+  return sortedLists(byPort);
+}
+
+/**
+ * Merges per-slice endpoint lists (in slice key order) into one list per port key, sorted by
+ * destination id. A single slice's lists are returned as they are (shared, not copied).
+ */
+function mergeSlices(perSlice: ReadonlyArray<ReadonlyMap<string, EndpointInfo[]>>): ReadonlyMap<string, EndpointInfo[]> {
+  if (perSlice.length === 1) return perSlice[0]!;
+  const byPort = new Map<string, Map<string, EndpointInfo>>();
+  for (const lists of perSlice) {
+    for (const [key, eps] of lists) {
+      let set = byPort.get(key);
+      if (set === undefined) byPort.set(key, (set = new Map()));
+      for (const ep of eps) keep(set, destinationId(ep), ep);
+    }
+  }
+  return sortedLists(byPort);
+}
+
 /**
  * Merges the slices of Service `namespace/name` into endpoints per port key: slice ports match
  * Service ports by name and protocol, the first address of each endpoint is used (as kube-proxy),
@@ -142,45 +208,10 @@ export function endpointsForService(
   slices: Iterable<EndpointSlice>,
   nodeName: string,
 ): Map<string, EndpointInfo[]> {
-  const byPort = new Map<string, Map<string, EndpointInfo>>();
-  for (const slice of slices) {
-    if (slice.addressType === 'FQDN') continue;
-    const family: Family = slice.addressType === 'IPv4' ? 'ipv4' : 'ipv6';
-    for (const sp of slice.ports) {
-      if (sp.port === undefined) continue;
-      const key = portNameKey({ namespace, name, port: sp.name, protocol: lower(sp.protocol) });
-      let set = byPort.get(key);
-      if (set === undefined) byPort.set(key, (set = new Map()));
-      for (const ep of slice.endpoints) {
-        const raw = ep.addresses[0]!;
-        if (familyOf(raw) !== family) continue;
-        const c = ep.conditions;
-        const ready = c.ready ?? true;
-        const info: EndpointInfo = {
-          address: canonicalIp(raw),
-          port: sp.port,
-          family,
-          ready,
-          serving: c.serving ?? ready,
-          terminating: c.terminating ?? false,
-          nodeName: ep.nodeName ?? null,
-          zone: ep.zone ?? null,
-          isLocal: nodeName !== '' && ep.nodeName === nodeName,
-          zoneHints: hintNames(ep.hints?.forZones),
-          nodeHints: hintNames(ep.hints?.forNodes),
-        };
-        const id = destinationId(info);
-        if (!set.has(id) || !info.terminating) set.set(id, info);
-      }
-    }
-  }
-  const out = new Map<string, EndpointInfo[]>();
-  for (const [key, set] of byPort) {
-    if (set.size === 0) continue;
-    out.set(key, [...set.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, ep]) => ep));
-  }
-  return out;
+  return new Map(mergeSlices(Array.from(slices, (sl) => sliceEndpoints(namespace, name, sl, nodeName))));
 }
+
+const NO_ENDPOINTS: ReadonlyMap<string, EndpointInfo[]> = new Map();
 
 const same = (a: unknown, b: unknown): boolean => (a === undefined || b === undefined ? a === b : JSON.stringify(a) === JSON.stringify(b));
 
@@ -201,7 +232,8 @@ export class ChangeTracker {
   readonly #services = new Map<string, ServicePortInfo[]>();
   readonly #ports = new Map<string, ServicePortInfo>();
   readonly #serviceErrors = new Map<string, ObjectError[]>();
-  readonly #slices = new Map<string, { service: string | null; slice: EndpointSlice }>();
+  /** Per slice: its Service and its endpoints per port key (the slice object itself is not kept). */
+  readonly #slices = new Map<string, { service: string | null; endpoints: ReadonlyMap<string, EndpointInfo[]> }>();
   readonly #slicesByService = new Map<string, Set<string>>();
   readonly #sliceErrors = new Map<string, ObjectError[]>();
   readonly #endpointKeys = new Map<string, string[]>();
@@ -254,7 +286,11 @@ export class ChangeTracker {
     else this.#sliceErrors.delete(key);
     if (prev?.service != null) this.#slicesByService.get(prev.service)?.delete(key);
     if (slice === null) this.#slices.delete(key);
-    else this.#slices.set(key, { service, slice });
+    else {
+      const slash = service?.indexOf('/') ?? -1;
+      const endpoints = service === null ? NO_ENDPOINTS : sliceEndpoints(service.slice(0, slash), service.slice(slash + 1), slice, this.#nodeName);
+      this.#slices.set(key, { service, endpoints });
+    }
     if (service !== null) {
       let set = this.#slicesByService.get(service);
       if (set === undefined) this.#slicesByService.set(service, (set = new Set()));
@@ -284,9 +320,7 @@ export class ChangeTracker {
   #recompute(service: string): void {
     const keys = [...(this.#slicesByService.get(service) ?? [])].sort();
     if (keys.length === 0) this.#slicesByService.delete(service);
-    const slash = service.indexOf('/');
-    const slices = keys.map((k) => this.#slices.get(k)!.slice);
-    const next = endpointsForService(service.slice(0, slash), service.slice(slash + 1), slices, this.#nodeName);
+    const next = keys.length === 0 ? NO_ENDPOINTS : mergeSlices(keys.map((k) => this.#slices.get(k)!.endpoints));
     for (const k of this.#endpointKeys.get(service) ?? []) {
       if (!next.has(k)) {
         this.#endpoints.delete(k);

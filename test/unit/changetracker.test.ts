@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { endpointSliceSchema, nodeSchema, serviceSchema, type EndpointSlice, type Service } from '../../src/model/k8s.js';
+import { native } from '../../src/native/binding.js';
 import { ChangeTracker, endpointsForService, servicePortsOf, sliceErrors } from '../../src/proxy/changetracker.js';
 
 const NODE = 'node-a';
@@ -257,6 +258,37 @@ describe('ChangeTracker', () => {
     expect(keys(t)).toEqual(['ns/a:http/tcp']);
     expect(t.state().endpoints.has('ns/a:http/tcp')).toBe(false);
     expect(t.state().endpoints.get('ns/b:http/tcp')!.map((e) => e.address)).toEqual(['10.244.0.2']);
+  });
+
+  it('merges several slices as endpointsForService does (duplicates across slices, two ports), one delete at a time', () => {
+    const ports = [{ name: 'http', port: 8080 }, { name: 'dns', port: 53, protocol: 'UDP' }];
+    const slices = [
+      slice('w-1', 'web', [{ ip: '10.244.0.3' }, { ip: '10.244.0.1', ready: false, serving: true, terminating: true }], ports),
+      slice('w-2', 'web', [{ ip: '10.244.0.1' }, { ip: '10.244.0.2', node: NODE }], ports),
+      slice('w-3', 'web', [{ ip: '10.244.0.2', ready: false, terminating: true }, { ip: '10.244.0.4' }], [{ name: 'http', port: 8080 }]),
+    ];
+    const t = new ChangeTracker(NODE);
+    slices.forEach((sl) => t.onEndpointSlice(`ns/${sl.metadata.name}`, sl));
+    for (let n = slices.length; n > 0; n--) {
+      const want = endpointsForService('ns', 'web', slices.slice(0, n), NODE);
+      expect(new Map(t.state().endpoints)).toEqual(want);
+      t.onEndpointSlice(`ns/${slices[n - 1]!.metadata.name}`, null);
+    }
+    expect(t.state().endpoints.size).toBe(0);
+  });
+
+  it('keeps what it needs of a slice, not the slice object', async () => {
+    const t = new ChangeTracker(NODE);
+    let ref: WeakRef<object> | undefined;
+    (() => {
+      const sl = slice('a-1', 'a', [{ ip: '10.244.0.1' }]);
+      ref = new WeakRef(sl);
+      t.onEndpointSlice('ns/a-1', sl);
+    })();
+    await new Promise((r) => setTimeout(r, 0));
+    native.releaseMemory(true); // a full GC
+    expect(ref!.deref()).toBeUndefined();
+    expect(t.state().endpoints.get('ns/a:http/tcp')!.map((e) => e.address)).toEqual(['10.244.0.1']);
   });
 
   it('a condition change is a change; marks the local endpoint', () => {
