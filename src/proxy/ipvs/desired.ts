@@ -48,12 +48,16 @@ class Builder {
   readonly #vs = new Set<string>();
   readonly #entries = new Set<string>();
   readonly #addresses = new Set<string>();
+  /** The real servers built for each endpoint list: the virtual servers of one list share them. */
+  readonly #destinations = new Map<readonly EndpointInfo[], Destination[]>();
 
   vs(service: VirtualService, endpoints: readonly EndpointInfo[]): void {
     const id = serviceId(service);
     if (this.#vs.has(id)) return;
     this.#vs.add(id);
-    this.virtualServers.push({ service, destinations: endpoints.map(destination) });
+    let destinations = this.#destinations.get(endpoints);
+    if (destinations === undefined) this.#destinations.set(endpoints, (destinations = endpoints.map(destination)));
+    this.virtualServers.push({ service, destinations });
   }
 
   entry(base: SetName, family: Family, entry: string): void {
