@@ -88,7 +88,9 @@ async function pairs(cluster, args, probe, api) {
 
 async function runSize(n, probe) {
   const cluster = makeCluster(n);
-  const api = new FakeApiServer({ token: TOKEN });
+  // A window of 20,000 events (~7 min at 50 changes/s): an older resume is a 410 and a relist, and a long soak
+  // does not hold every event it ever wrote.
+  const api = new FakeApiServer({ token: TOKEN, eventWindow: 20_000 });
   for (let i = 0; i < n; i++) {
     api.put('services', cluster.services[i]);
     api.put('endpointslices', cluster.slices[i]);
