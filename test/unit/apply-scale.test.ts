@@ -1,12 +1,13 @@
 // Work proportional to the change: 1,000 services x 10 endpoints programmed, then one endpoint
 // changes. The plan holds exactly the ops for that change; apply makes one IPVS call, no dump.
+// The first sync goes out in batches of IPVS_CHUNK ops.
 import { beforeAll, describe, expect, it } from 'vitest';
 
 import { FakeIpsetClient } from '../../src/kernel/ipset/fake.js';
 import { FakeIpvsClient } from '../../src/kernel/ipvs/fake.js';
 import type { VirtualService } from '../../src/kernel/ipvs/types.js';
 import { FakeLinkClient } from '../../src/kernel/link.js';
-import { applyPlan } from '../../src/proxy/ipvs/apply.js';
+import { applyPlan, IPVS_CHUNK } from '../../src/proxy/ipvs/apply.js';
 import { GracefulState, refreshDraining } from '../../src/proxy/ipvs/graceful.js';
 import { DesiredIndex, type DesiredDelta } from '../../src/proxy/ipvs/desired-index.js';
 import { readObserved } from '../../src/proxy/ipvs/observe.js';
@@ -53,7 +54,7 @@ beforeAll(async () => {
   for (let i = 0; i < SERVICES; i++) index.set(`ns/svc-${i}:http/tcp`, contribution(i, endpointsOf(i)));
   observed = await readObserved({ ...clients, ownedSets: OWNED.map((o) => o.spec.name) });
   const r = await applyPlan(plan(index, observed, 'full', graceful, opts), clients, observed);
-  expect(r).toMatchObject({ errors: [], retry: false, counts: { ipvsOps: SERVICES * (ENDPOINTS + 1), ipvsCalls: 1, linkCalls: 1 } });
+  expect(r).toMatchObject({ errors: [], retry: false, counts: { ipvsOps: SERVICES * (ENDPOINTS + 1), ipvsCalls: Math.ceil((SERVICES * (ENDPOINTS + 1)) / IPVS_CHUNK), linkCalls: 1 } });
 });
 
 describe(`${SERVICES} services x ${ENDPOINTS} endpoints`, () => {
@@ -106,5 +107,35 @@ describe(`${SERVICES} services x ${ENDPOINTS} endpoints`, () => {
     const r = await applyPlan(p, clients, observed);
     expect(r.counts).toMatchObject({ ipvsCalls: 1, linkCalls: 1, ipsetCalls: 2 });
     expect(ipvs.dumpCount).toBe(0);
+  });
+});
+
+describe('a first sync in batches', () => {
+  it('sends the ops in order in batches of IPVS_CHUNK; a batch failing as a whole stops the rest, which the retry programs', async () => {
+    const k = { ipvs: new FakeIpvsClient(), ipset: new FakeIpsetClient(), link: new FakeLinkClient(), dummyName: 'kube-ipvs0' };
+    await k.link.ensureDummy('kube-ipvs0');
+    const sizes: number[] = [];
+    const apply = k.ipvs.apply.bind(k.ipvs);
+    k.ipvs.apply = async (ops) => {
+      sizes.push(ops.length);
+      if (sizes.length === 2) throw new Error('socket closed');
+      return apply(ops);
+    };
+    const idx = new DesiredIndex();
+    for (let i = 0; i < SERVICES; i++) idx.set(`ns/svc-${i}:http/tcp`, contribution(i, endpointsOf(i)));
+    const obs = await readObserved({ ...k, ownedSets: OWNED.map((o) => o.spec.name) });
+    const g = new GracefulState();
+    const first = await applyPlan(plan(idx, obs, 'full', g, opts), k, obs);
+    expect(sizes).toEqual([IPVS_CHUNK, IPVS_CHUNK]);
+    expect(first.errors.map((e) => [e.object, e.error.message])).toEqual([['ipvs', 'socket closed']]);
+    expect(first.retry).toBe(true);
+    // The first batch is in the kernel and in observed; every service of the rest is to compare again.
+    expect((await k.ipvs.dumpAll()).reduce((n, s) => n + 1 + s.destinations.length, 0)).toBe(IPVS_CHUNK);
+    const programmed = new Set((await k.ipvs.dumpAll()).map((s) => s.address));
+    const rest = new Set(Array.from({ length: SERVICES }, (_, i) => vip(i)).filter((a) => !programmed.has(a) || (obs.virtualServers.get(`tcp/${a}:80`)?.destinations.size ?? 0) < ENDPOINTS));
+    expect([...rest].every((a) => first.retryScope.virtualServers.has(`tcp/${a}:80`))).toBe(true);
+    const retry = await applyPlan(plan(idx, obs, first.retryScope, g, opts), k, obs);
+    expect(retry).toMatchObject({ errors: [], retry: false });
+    expect((await k.ipvs.dumpAll()).reduce((n, s) => n + 1 + s.destinations.length, 0)).toBe(SERVICES * (ENDPOINTS + 1));
   });
 });

@@ -41,6 +41,14 @@ export interface ApplyResult {
   linkMissing: boolean;
 }
 
+/**
+ * IPVS ops per batch call. A first sync at 10,000 x 10 is 110,000 ops: sent in one call, all
+ * their request objects and results are alive at once and end up in the old generation (tens
+ * of MiB of heap touched once, slow page faults in UML); in batches of this size they die young.
+ * The kernel side is the same (the addon splits every batch into sendmsg chunks anyway).
+ */
+export const IPVS_CHUNK = 4096;
+
 type ObservedDest = Destination & { activeConns?: number; inactiveConns?: number };
 
 /** A service as the kernel reports it back: flags named after its scheduler, pe null when none. */
@@ -199,33 +207,24 @@ class Applier {
     else if (e.code === 'ENOENT' && op.kind === 'updateDestination') this.observed.virtualServers.get(id)?.destinations.delete(destinationId(op.destination));
   }
 
-  /** Sends the IPVS ops in one batch; returns, per op, whether its effect is in place. */
+  /**
+   * Sends the IPVS ops in batches of IPVS_CHUNK, in order; returns, per op, whether its effect is
+   * in place. A batch that fails as a whole stops the rest (their services are compared again on
+   * the retry).
+   */
   async ipvs(ops: readonly IpvsOp[]): Promise<boolean[]> {
     const done: boolean[] = new Array(ops.length).fill(false);
-    if (ops.length === 0) return done;
-    const results = await this.batch(ops);
-    if (!results) return done;
     const followUps: Array<{ i: number; op: IpvsOp }> = [];
     const failedAdds = new Set<string>();
-    results.forEach((r, i) => {
-      const op = ops[i]!;
-      if (r.ok || (op.kind.startsWith('delete') && isNotFound(r.error))) {
-        this.mark(op);
-        done[i] = true;
-      } else if (op.kind === 'addService' && isExist(r.error)) {
-        // Someone else made it: take it over with our parameters; its destinations are read back below.
-        this.mark(op);
-        followUps.push({ i, op: { kind: 'updateService', service: op.service } });
-      } else if (op.kind === 'addDestination' && isExist(r.error)) {
-        followUps.push({ i, op: { kind: 'updateDestination', service: op.service, destination: op.destination } });
-      } else if (op.kind !== 'addService' && failedAdds.has(serviceId(op.service)) && r.error instanceof NetlinkError && r.error.code === 'ESRCH') {
-        // A destination of a service whose add just failed: a consequence, reported through the service.
-        this.repair(op, r.error);
-      } else {
-        if (op.kind === 'addService') failedAdds.add(serviceId(op.service));
-        if (this.fail(opObject(op), r.error, `ipvs.${op.kind}`) !== 'refused') this.repair(op, r.error);
+    for (let from = 0; from < ops.length; from += IPVS_CHUNK) {
+      const chunk = ops.slice(from, from + IPVS_CHUNK);
+      const results = await this.batch(chunk);
+      if (!results) {
+        for (const op of ops.slice(from + IPVS_CHUNK)) this.retryScope.virtualServers.add(serviceId(op.service));
+        break;
       }
-    });
+      this.fold(chunk, results, from, done, followUps, failedAdds);
+    }
     if (followUps.length === 0) return done;
     this.counts.followUps += followUps.length;
     const again = await this.batch(followUps.map((f) => f.op));
@@ -243,6 +242,30 @@ class Applier {
     });
     await this.readBack(adopted);
     return done;
+  }
+
+  /** Folds the results of one batch (ops[0] is op number `base` of the plan). */
+  private fold(ops: readonly IpvsOp[], results: IpvsResult[], base: number, done: boolean[], followUps: Array<{ i: number; op: IpvsOp }>, failedAdds: Set<string>): void {
+    results.forEach((r, k) => {
+      const op = ops[k]!;
+      const i = base + k;
+      if (r.ok || (op.kind.startsWith('delete') && isNotFound(r.error))) {
+        this.mark(op);
+        done[i] = true;
+      } else if (op.kind === 'addService' && isExist(r.error)) {
+        // Someone else made it: take it over with our parameters; its destinations are read back below.
+        this.mark(op);
+        followUps.push({ i, op: { kind: 'updateService', service: op.service } });
+      } else if (op.kind === 'addDestination' && isExist(r.error)) {
+        followUps.push({ i, op: { kind: 'updateDestination', service: op.service, destination: op.destination } });
+      } else if (op.kind !== 'addService' && failedAdds.has(serviceId(op.service)) && r.error instanceof NetlinkError && r.error.code === 'ESRCH') {
+        // A destination of a service whose add just failed: a consequence, reported through the service.
+        this.repair(op, r.error);
+      } else {
+        if (op.kind === 'addService') failedAdds.add(serviceId(op.service));
+        if (this.fail(opObject(op), r.error, `ipvs.${op.kind}`) !== 'refused') this.repair(op, r.error);
+      }
+    });
   }
 
   /** A service we added already existed: learn its real destinations (rare) and compare it again. */
