@@ -1,13 +1,13 @@
 // Work proportional to the change: 1,000 services x 10 endpoints programmed, then one endpoint
 // changes. The plan holds exactly the ops for that change; apply makes one IPVS call, no dump.
-// The first sync goes out in batches of IPVS_CHUNK ops.
+// The first sync goes out in batches of BATCH_SIZE ops.
 import { beforeAll, describe, expect, it } from 'vitest';
 
 import { FakeIpsetClient } from '../../src/kernel/ipset/fake.js';
 import { FakeIpvsClient } from '../../src/kernel/ipvs/fake.js';
 import type { VirtualService } from '../../src/kernel/ipvs/types.js';
 import { FakeLinkClient } from '../../src/kernel/link.js';
-import { applyPlan, IPVS_CHUNK } from '../../src/proxy/ipvs/apply.js';
+import { applyPlan, BATCH_SIZE } from '../../src/proxy/ipvs/apply.js';
 import { GracefulState, refreshDraining } from '../../src/proxy/ipvs/graceful.js';
 import { DesiredIndex, type DesiredDelta } from '../../src/proxy/ipvs/desired-index.js';
 import { readObserved } from '../../src/proxy/ipvs/observe.js';
@@ -54,7 +54,7 @@ beforeAll(async () => {
   for (let i = 0; i < SERVICES; i++) index.set(`ns/svc-${i}:http/tcp`, contribution(i, endpointsOf(i)));
   observed = await readObserved({ ...clients, ownedSets: OWNED.map((o) => o.spec.name) });
   const r = await applyPlan(plan(index, observed, 'full', graceful, opts), clients, observed);
-  expect(r).toMatchObject({ errors: [], retry: false, counts: { ipvsOps: SERVICES * (ENDPOINTS + 1), ipvsCalls: Math.ceil((SERVICES * (ENDPOINTS + 1)) / IPVS_CHUNK), linkCalls: 1 } });
+  expect(r).toMatchObject({ errors: [], retry: false, counts: { ipvsOps: SERVICES * (ENDPOINTS + 1), ipvsCalls: Math.ceil((SERVICES * (ENDPOINTS + 1)) / BATCH_SIZE), linkCalls: 1 } });
 });
 
 describe(`${SERVICES} services x ${ENDPOINTS} endpoints`, () => {
@@ -111,7 +111,7 @@ describe(`${SERVICES} services x ${ENDPOINTS} endpoints`, () => {
 });
 
 describe('a first sync in batches', () => {
-  it('sends the ops in order in batches of IPVS_CHUNK; a batch failing as a whole stops the rest, which the retry programs', async () => {
+  it('sends the ops in order in batches of BATCH_SIZE; a batch failing as a whole stops the rest, which the retry programs', async () => {
     const k = { ipvs: new FakeIpvsClient(), ipset: new FakeIpsetClient(), link: new FakeLinkClient(), dummyName: 'kube-ipvs0' };
     await k.link.ensureDummy('kube-ipvs0');
     const sizes: number[] = [];
@@ -126,16 +126,39 @@ describe('a first sync in batches', () => {
     const obs = await readObserved({ ...k, ownedSets: OWNED.map((o) => o.spec.name) });
     const g = new GracefulState();
     const first = await applyPlan(plan(idx, obs, 'full', g, opts), k, obs);
-    expect(sizes).toEqual([IPVS_CHUNK, IPVS_CHUNK]);
+    expect(sizes).toEqual([BATCH_SIZE, BATCH_SIZE]);
     expect(first.errors.map((e) => [e.object, e.error.message])).toEqual([['ipvs', 'socket closed']]);
     expect(first.retry).toBe(true);
     // The first batch is in the kernel and in observed; every service of the rest is to compare again.
-    expect((await k.ipvs.dumpAll()).reduce((n, s) => n + 1 + s.destinations.length, 0)).toBe(IPVS_CHUNK);
+    expect((await k.ipvs.dumpAll()).reduce((n, s) => n + 1 + s.destinations.length, 0)).toBe(BATCH_SIZE);
     const programmed = new Set((await k.ipvs.dumpAll()).map((s) => s.address));
     const rest = new Set(Array.from({ length: SERVICES }, (_, i) => vip(i)).filter((a) => !programmed.has(a) || (obs.virtualServers.get(`tcp/${a}:80`)?.destinations.size ?? 0) < ENDPOINTS));
     expect([...rest].every((a) => first.retryScope.virtualServers.has(`tcp/${a}:80`))).toBe(true);
     const retry = await applyPlan(plan(idx, obs, first.retryScope, g, opts), k, obs);
     expect(retry).toMatchObject({ errors: [], retry: false });
     expect((await k.ipvs.dumpAll()).reduce((n, s) => n + 1 + s.destinations.length, 0)).toBe(SERVICES * (ENDPOINTS + 1));
+  });
+
+  it('ipset entries go out in batches of BATCH_SIZE per set; a failing batch is reported once and the rest retried', async () => {
+    const k = { ipvs: new FakeIpvsClient(), ipset: new FakeIpsetClient(), link: new FakeLinkClient(), dummyName: 'kube-ipvs0' };
+    await k.link.ensureDummy('kube-ipvs0');
+    const sizes: number[] = [];
+    const add = k.ipset.add.bind(k.ipset);
+    k.ipset.add = async (set, entries) => {
+      if (set === 'KUBE-LOOP-BACK') sizes.push(entries.length);
+      if (set === 'KUBE-LOOP-BACK' && sizes.length === 2) throw new Error('socket closed');
+      return add(set, entries);
+    };
+    const idx = new DesiredIndex();
+    for (let i = 0; i < SERVICES; i++) idx.set(`ns/svc-${i}:http/tcp`, contribution(i, endpointsOf(i)));
+    const obs = await readObserved({ ...k, ownedSets: OWNED.map((o) => o.spec.name) });
+    const g = new GracefulState();
+    const first = await applyPlan(plan(idx, obs, 'full', g, opts), k, obs);
+    expect(sizes).toEqual([BATCH_SIZE, BATCH_SIZE]);
+    expect(first.errors.map((e) => [e.object, e.error.message])).toEqual([['KUBE-LOOP-BACK', 'socket closed']]);
+    expect(first.retryScope.ipsetEntries.get('KUBE-LOOP-BACK')!.size).toBe(SERVICES * ENDPOINTS - BATCH_SIZE);
+    const retry = await applyPlan(plan(idx, obs, first.retryScope, g, opts), k, obs);
+    expect(retry).toMatchObject({ errors: [], retry: false });
+    expect(k.ipset.members('KUBE-LOOP-BACK').length).toBe(SERVICES * ENDPOINTS);
   });
 });

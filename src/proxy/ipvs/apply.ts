@@ -42,12 +42,13 @@ export interface ApplyResult {
 }
 
 /**
- * IPVS ops per batch call. A first sync at 10,000 x 10 is 110,000 ops: sent in one call, all
- * their request objects and results are alive at once and end up in the old generation (tens
- * of MiB of heap touched once, slow page faults in UML); in batches of this size they die young.
- * The kernel side is the same (the addon splits every batch into sendmsg chunks anyway).
+ * IPVS ops (or ipset entries) per batch call. A first sync at 10,000 x 10 is 110,000 IPVS ops
+ * and 100,000 loop-back entries: sent in one call, all their request objects and results are
+ * alive at once and end up in the old generation (tens of MiB of heap touched once, slow page
+ * faults in UML); in batches of this size they die young. The kernel side is the same (the addon
+ * splits every batch into sendmsg chunks anyway).
  */
-export const IPVS_CHUNK = 4096;
+export const BATCH_SIZE = 4096;
 
 type ObservedDest = Destination & { activeConns?: number; inactiveConns?: number };
 
@@ -108,30 +109,41 @@ class Applier {
   }
 
   async entries(kind: 'add' | 'del', batches: Map<string, string[]>): Promise<void> {
-    for (const [set, entries] of batches) {
-      this.counts.ipsetCalls++;
-      this.counts.ipsetEntries += entries.length;
-      let results;
-      try {
-        results = await this.clients.ipset[kind](set, entries);
-      } catch (e) {
-        // A missing set (someone destroyed it): forget it, so the next plan creates and fills it.
-        if (this.fail(set, e as Error, `ipset.${kind}`) === 'stale') this.observed.ipsets.delete(set);
-        for (const entry of entries) this.retryEntry(set, entry);
-        continue;
-      }
-      let have = this.observed.ipsets.get(set);
-      if (!have && kind === 'add') this.observed.ipsets.set(set, (have = new Set()));
-      results.forEach((r, i) => {
-        const entry = entries[i]!;
-        if (r.ok || (kind === 'add' ? isExist(r.error) : isNotFound(r.error))) {
-          if (kind === 'add') have!.add(entry);
-          else have?.delete(entry);
-          return;
+    for (const [set, all] of batches) {
+      for (let from = 0; from < all.length; from += BATCH_SIZE) {
+        if (!(await this.entryBatch(kind, set, all.slice(from, from + BATCH_SIZE)))) {
+          for (const entry of all.slice(from + BATCH_SIZE)) this.retryEntry(set, entry);
+          break;
         }
-        if (this.fail(`${set} ${entry}`, r.error, `ipset.${kind}`) !== 'refused') this.retryEntry(set, entry);
-      });
+      }
     }
+  }
+
+  /** One batch of entries of one set; false when the call failed as a whole (reported). */
+  private async entryBatch(kind: 'add' | 'del', set: string, entries: string[]): Promise<boolean> {
+    this.counts.ipsetCalls++;
+    this.counts.ipsetEntries += entries.length;
+    let results;
+    try {
+      results = await this.clients.ipset[kind](set, entries);
+    } catch (e) {
+      // A missing set (someone destroyed it): forget it, so the next plan creates and fills it.
+      if (this.fail(set, e as Error, `ipset.${kind}`) === 'stale') this.observed.ipsets.delete(set);
+      for (const entry of entries) this.retryEntry(set, entry);
+      return false;
+    }
+    let have = this.observed.ipsets.get(set);
+    if (!have && kind === 'add') this.observed.ipsets.set(set, (have = new Set()));
+    results.forEach((r, i) => {
+      const entry = entries[i]!;
+      if (r.ok || (kind === 'add' ? isExist(r.error) : isNotFound(r.error))) {
+        if (kind === 'add') have!.add(entry);
+        else have?.delete(entry);
+        return;
+      }
+      if (this.fail(`${set} ${entry}`, r.error, `ipset.${kind}`) !== 'refused') this.retryEntry(set, entry);
+    });
+    return true;
   }
 
   async addresses(kind: 'add' | 'delete', addresses: readonly string[]): Promise<void> {
@@ -208,7 +220,7 @@ class Applier {
   }
 
   /**
-   * Sends the IPVS ops in batches of IPVS_CHUNK, in order; returns, per op, whether its effect is
+   * Sends the IPVS ops in batches of BATCH_SIZE, in order; returns, per op, whether its effect is
    * in place. A batch that fails as a whole stops the rest (their services are compared again on
    * the retry).
    */
@@ -216,11 +228,11 @@ class Applier {
     const done: boolean[] = new Array(ops.length).fill(false);
     const followUps: Array<{ i: number; op: IpvsOp }> = [];
     const failedAdds = new Set<string>();
-    for (let from = 0; from < ops.length; from += IPVS_CHUNK) {
-      const chunk = ops.slice(from, from + IPVS_CHUNK);
+    for (let from = 0; from < ops.length; from += BATCH_SIZE) {
+      const chunk = ops.slice(from, from + BATCH_SIZE);
       const results = await this.batch(chunk);
       if (!results) {
-        for (const op of ops.slice(from + IPVS_CHUNK)) this.retryScope.virtualServers.add(serviceId(op.service));
+        for (const op of ops.slice(from + BATCH_SIZE)) this.retryScope.virtualServers.add(serviceId(op.service));
         break;
       }
       this.fold(chunk, results, from, done, followUps, failedAdds);
