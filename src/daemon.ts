@@ -179,10 +179,10 @@ async function runWithSource(config: Config, logger: Logger, nodeName: string, {
     const view = ipvsProxier;
     if (view) servers.push(await serveIpvsViews(s, () => view.desiredView(), config, nodeName, logger));
   }
-  const memory = new MemoryKeeper({ logger, intervalMs: config.syncPeriodMs });
-  const runner = new BoundedFrequencyRunner(async ({ periodic }) => {
+  const memory = new MemoryKeeper({ logger, intervalMs: config.syncPeriodMs, idle: () => !runner.pending });
+  const runner: BoundedFrequencyRunner = new BoundedFrequencyRunner(async ({ periodic }) => {
     await proxier.sync({ periodic });
-    memory.afterSync(!periodic);
+    memory.afterSync();
   }, {
     minIntervalMs: config.minSyncPeriodMs,
     maxIntervalMs: config.syncPeriodMs,

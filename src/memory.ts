@@ -2,9 +2,10 @@
 // V8's heap holding tens of MiB of pages that only garbage used, and glibc's heap the freed
 // buffers of the large netlink batches: neither is returned to the kernel on its own while the
 // daemon idles, so RSS would stay at its start-up peak. After the first sync the keeper runs one
-// blocking memory-reducing GC (V8 compacts and unmaps its free pages; tens to hundreds of ms, once)
-// and then, at most once per interval and only after syncs that did work, an incremental one that
-// never blocks the event loop. Both end with malloc_trim.
+// blocking memory-reducing GC (V8 compacts and unmaps its free pages; tens to hundreds of ms,
+// once). Later, at most once per interval, when RSS has grown by more than a tenth over what it
+// was after the last full release: the same blocking release if the daemon is idle (no sync
+// asked for), else an incremental one that never holds the event loop. Each ends with malloc_trim.
 import type { Logger } from './log.js';
 import { native } from './native/binding.js';
 
@@ -13,8 +14,10 @@ export type ReleaseFn = (full: boolean) => void;
 
 export interface MemoryKeeperOptions {
   logger: Logger;
-  /** Minimum time between two incremental releases (the daemon uses its sync period). */
+  /** Minimum time between two releases after the first (the daemon uses its sync period). */
   intervalMs: number;
+  /** True when no sync is waiting (a blocking release then delays nothing); default: always busy. */
+  idle?: () => boolean;
   release?: ReleaseFn;
   now?: () => number;
   rss?: () => number;
@@ -24,6 +27,9 @@ export interface MemoryKeeperOptions {
 
 const MiB = (b: number): number => Math.round(b / 2 ** 20);
 
+/** RSS growth over the last full release that makes a release worth it. */
+export const GROWTH = 1.1;
+
 export class MemoryKeeper {
   readonly #logger: Logger;
   readonly #intervalMs: number;
@@ -31,7 +37,10 @@ export class MemoryKeeper {
   readonly #now: () => number;
   readonly #rss: () => number;
   readonly #defer: (fn: () => void) => void;
+  readonly #idle: () => boolean;
   #last: number | null = null;
+  /** RSS right after the last full release. */
+  #baseline = 0;
   #pending = false;
 
   constructor(opts: MemoryKeeperOptions) {
@@ -41,19 +50,21 @@ export class MemoryKeeper {
     this.#now = opts.now ?? Date.now;
     this.#rss = opts.rss ?? (() => process.memoryUsage.rss());
     this.#defer = opts.defer ?? ((fn) => void setImmediate(fn));
+    this.#idle = opts.idle ?? (() => false);
   }
 
-  /** Call after each sync; `didWork` when it changed or read more than a no-op. */
-  afterSync(didWork = true): void {
+  /** Call after each successful sync. */
+  afterSync(): void {
     if (this.#pending) return;
     const first = this.#last === null;
-    if (!first && (!didWork || this.#now() - this.#last! < this.#intervalMs)) return;
+    if (!first && (this.#now() - this.#last! < this.#intervalMs || this.#rss() <= this.#baseline * GROWTH)) return;
     this.#pending = true;
     this.#defer(() => this.#run(first));
   }
 
-  #run(full: boolean): void {
+  #run(first: boolean): void {
     this.#pending = false;
+    const full = first || this.#idle();
     const before = this.#rss();
     const t0 = this.#now();
     try {
@@ -62,10 +73,10 @@ export class MemoryKeeper {
       this.#logger.warn({ err: e instanceof Error ? e.message : String(e) }, 'releasing memory failed');
     }
     this.#last = this.#now();
-    if (full) {
-      this.#logger.info({ rssMiB: MiB(before), afterMiB: MiB(this.#rss()), durationMs: this.#last - t0 }, 'memory released after the first sync');
-    } else {
-      this.#logger.debug({ rssMiB: MiB(before), afterMiB: MiB(this.#rss()), durationMs: this.#last - t0 }, 'memory release started');
-    }
+    const after = this.#rss();
+    if (full) this.#baseline = after;
+    const fields = { rssMiB: MiB(before), afterMiB: MiB(after), durationMs: this.#last - t0 };
+    if (first) this.#logger.info(fields, 'memory released after the first sync');
+    else this.#logger.debug({ ...fields, full }, full ? 'memory released' : 'memory release started');
   }
 }

@@ -98,6 +98,11 @@ export class BoundedFrequencyRunner {
     this.#schedule();
   }
 
+  /** True when a sync has been asked for (a change, or a retry) and not started yet. */
+  get pending(): boolean {
+    return this.#requested || this.#retryAt !== Infinity;
+  }
+
   /** Stops the loop; resolves once a sync in flight has finished. No sync starts afterwards. */
   async stop(): Promise<void> {
     this.#stopped = true;

@@ -10,51 +10,68 @@ function keeper(intervalMs = 30_000) {
   const deferred: Array<() => void> = [];
   let now = 0;
   let fail = false;
+  let rss = 100;
+  let idle = false;
   const k = new MemoryKeeper({
     logger: createLogger({ format: 'json', verbosity: 2 }, { write: (l: string) => (logs.push(JSON.parse(l)), true) } as never),
     intervalMs,
     release: (full) => {
       calls.push(full);
       if (fail) throw new Error('boom');
+      if (full) rss = 100; // what a full release returns to, in this test
     },
     now: () => now,
-    rss: () => 100 * 2 ** 20,
+    rss: () => rss * 2 ** 20,
+    idle: () => idle,
     defer: (fn) => void deferred.push(fn),
   });
   const flush = () => deferred.splice(0).forEach((fn) => fn());
-  return { k, calls, logs, flush, advance: (ms: number) => (now += ms), failNext: () => (fail = true) };
+  return {
+    k, calls, logs, flush,
+    advance: (ms: number) => (now += ms),
+    failNext: () => (fail = true),
+    grow: (mib: number) => (rss += mib),
+    setIdle: (v: boolean) => (idle = v),
+  };
 }
 
 describe('MemoryKeeper', () => {
   it('runs one full release after the first sync, deferred past it, and logs it', () => {
     const t = keeper();
-    t.k.afterSync(false);
+    t.grow(50);
+    t.k.afterSync();
     expect(t.calls).toEqual([]);
     t.flush();
     expect(t.calls).toEqual([true]);
-    expect(t.logs.find((l) => l.msg === 'memory released after the first sync')).toMatchObject({ rssMiB: 100, afterMiB: 100 });
+    expect(t.logs.find((l) => l.msg === 'memory released after the first sync')).toMatchObject({ rssMiB: 150, afterMiB: 100 });
   });
 
-  it('then releases incrementally at most once per interval, and only after syncs that did work', () => {
+  it('later: at most once per interval, only when RSS grew by over a tenth; blocking when idle, incremental when syncs wait', () => {
     const t = keeper(30_000);
     t.k.afterSync();
     t.flush();
+    t.grow(50);
     t.advance(10_000);
-    t.k.afterSync(true);
+    t.k.afterSync();
     t.flush();
     expect(t.calls).toEqual([true]); // within the interval
     t.advance(25_000);
-    t.k.afterSync(false);
+    t.k.afterSync();
+    t.k.afterSync(); // one pending release, not two
     t.flush();
-    expect(t.calls).toEqual([true]); // a periodic sync without changes
-    t.k.afterSync(true);
-    t.k.afterSync(true); // one pending release, not two
+    expect(t.calls).toEqual([true, false]); // busy: incremental
+    expect(t.logs.at(-1)).toMatchObject({ msg: 'memory release started', full: false });
+    t.advance(30_000);
+    t.setIdle(true);
+    t.k.afterSync();
     t.flush();
-    expect(t.calls).toEqual([true, false]);
-    t.advance(1_000);
-    t.k.afterSync(true);
+    expect(t.calls).toEqual([true, false, true]); // idle: blocking, back to the baseline
+    expect(t.logs.at(-1)).toMatchObject({ msg: 'memory released', full: true, rssMiB: 150, afterMiB: 100 });
+    t.advance(60_000);
+    t.grow(9); // under a tenth over the baseline
+    t.k.afterSync();
     t.flush();
-    expect(t.calls).toEqual([true, false]);
+    expect(t.calls).toEqual([true, false, true]);
   });
 
   it('a failing release is logged, never thrown', () => {

@@ -63,6 +63,23 @@ describe('BoundedFrequencyRunner', () => {
     await h.runner.stop();
   });
 
+  it('pending: true from a request (or retry) until its sync starts', async () => {
+    const seen: boolean[] = [];
+    const h = harness(() => void seen.push(h.runner.pending));
+    h.runner.start();
+    expect(h.runner.pending).toBe(false);
+    h.runner.run();
+    expect(h.runner.pending).toBe(true);
+    await advance(0);
+    expect(seen).toEqual([false]);
+    expect(h.runner.pending).toBe(false);
+    h.runner.retryAfter(5_000);
+    expect(h.runner.pending).toBe(true);
+    await advance(5_000);
+    expect(h.runner.pending).toBe(false);
+    await h.runner.stop();
+  });
+
   it('spaces syncs at least minInterval after the previous one ended, coalescing requests meanwhile', async () => {
     const h = harness();
     h.runner.start();
