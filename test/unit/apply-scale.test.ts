@@ -111,9 +111,24 @@ describe(`${SERVICES} services x ${ENDPOINTS} endpoints`, () => {
 });
 
 describe('a first sync in batches', () => {
-  it('sends the ops in order in batches of BATCH_SIZE; a batch failing as a whole stops the rest, which the retry programs', async () => {
+  /** Fresh fake kernel clients, and a first sync of the whole table run by `firstSync`. */
+  async function fresh() {
     const k = { ipvs: new FakeIpvsClient(), ipset: new FakeIpsetClient(), link: new FakeLinkClient(), dummyName: 'kube-ipvs0' };
     await k.link.ensureDummy('kube-ipvs0');
+    const idx = new DesiredIndex();
+    for (let i = 0; i < SERVICES; i++) idx.set(`ns/svc-${i}:http/tcp`, contribution(i, endpointsOf(i)));
+    const g = new GracefulState();
+    const firstSync = async () => {
+      const obs = await readObserved({ ...k, ownedSets: OWNED.map((o) => o.spec.name) });
+      const first = await applyPlan(plan(idx, obs, 'full', g, opts), k, obs);
+      const retry = () => applyPlan(plan(idx, obs, first.retryScope, g, opts), k, obs);
+      return { obs, first, retry };
+    };
+    return { k, firstSync };
+  }
+
+  it('sends the ops in order in batches of BATCH_SIZE; a batch failing as a whole stops the rest, which the retry programs', async () => {
+    const { k, firstSync } = await fresh();
     const sizes: number[] = [];
     const apply = k.ipvs.apply.bind(k.ipvs);
     k.ipvs.apply = async (ops) => {
@@ -121,11 +136,7 @@ describe('a first sync in batches', () => {
       if (sizes.length === 2) throw new Error('socket closed');
       return apply(ops);
     };
-    const idx = new DesiredIndex();
-    for (let i = 0; i < SERVICES; i++) idx.set(`ns/svc-${i}:http/tcp`, contribution(i, endpointsOf(i)));
-    const obs = await readObserved({ ...k, ownedSets: OWNED.map((o) => o.spec.name) });
-    const g = new GracefulState();
-    const first = await applyPlan(plan(idx, obs, 'full', g, opts), k, obs);
+    const { obs, first, retry } = await firstSync();
     expect(sizes).toEqual([BATCH_SIZE, BATCH_SIZE]);
     expect(first.errors.map((e) => [e.object, e.error.message])).toEqual([['ipvs', 'socket closed']]);
     expect(first.retry).toBe(true);
@@ -134,14 +145,12 @@ describe('a first sync in batches', () => {
     const programmed = new Set((await k.ipvs.dumpAll()).map((s) => s.address));
     const rest = new Set(Array.from({ length: SERVICES }, (_, i) => vip(i)).filter((a) => !programmed.has(a) || (obs.virtualServers.get(`tcp/${a}:80`)?.destinations.size ?? 0) < ENDPOINTS));
     expect([...rest].every((a) => first.retryScope.virtualServers.has(`tcp/${a}:80`))).toBe(true);
-    const retry = await applyPlan(plan(idx, obs, first.retryScope, g, opts), k, obs);
-    expect(retry).toMatchObject({ errors: [], retry: false });
+    expect(await retry()).toMatchObject({ errors: [], retry: false });
     expect((await k.ipvs.dumpAll()).reduce((n, s) => n + 1 + s.destinations.length, 0)).toBe(SERVICES * (ENDPOINTS + 1));
   });
 
   it('ipset entries go out in batches of BATCH_SIZE per set; a failing batch is reported once and the rest retried', async () => {
-    const k = { ipvs: new FakeIpvsClient(), ipset: new FakeIpsetClient(), link: new FakeLinkClient(), dummyName: 'kube-ipvs0' };
-    await k.link.ensureDummy('kube-ipvs0');
+    const { k, firstSync } = await fresh();
     const sizes: number[] = [];
     const add = k.ipset.add.bind(k.ipset);
     k.ipset.add = async (set, entries) => {
@@ -149,16 +158,11 @@ describe('a first sync in batches', () => {
       if (set === 'KUBE-LOOP-BACK' && sizes.length === 2) throw new Error('socket closed');
       return add(set, entries);
     };
-    const idx = new DesiredIndex();
-    for (let i = 0; i < SERVICES; i++) idx.set(`ns/svc-${i}:http/tcp`, contribution(i, endpointsOf(i)));
-    const obs = await readObserved({ ...k, ownedSets: OWNED.map((o) => o.spec.name) });
-    const g = new GracefulState();
-    const first = await applyPlan(plan(idx, obs, 'full', g, opts), k, obs);
+    const { first, retry } = await firstSync();
     expect(sizes).toEqual([BATCH_SIZE, BATCH_SIZE]);
     expect(first.errors.map((e) => [e.object, e.error.message])).toEqual([['KUBE-LOOP-BACK', 'socket closed']]);
     expect(first.retryScope.ipsetEntries.get('KUBE-LOOP-BACK')!.size).toBe(SERVICES * ENDPOINTS - BATCH_SIZE);
-    const retry = await applyPlan(plan(idx, obs, first.retryScope, g, opts), k, obs);
-    expect(retry).toMatchObject({ errors: [], retry: false });
+    expect(await retry()).toMatchObject({ errors: [], retry: false });
     expect(k.ipset.members('KUBE-LOOP-BACK').length).toBe(SERVICES * ENDPOINTS);
   });
 });
