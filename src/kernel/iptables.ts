@@ -97,7 +97,6 @@ export class Iptables {
     return { ...r, code: r.code };
   }
 
-
   /** Reads one table with `iptables-save -t TABLE` (an absent table reads as empty). */
   async save(table: Table): Promise<SavedTable> {
     const r = await this.run('save', ['-t', table], table);

@@ -34,7 +34,6 @@ export class NetlinkConnection {
     }
   }
 
-
   /** Sends all requests batched; one outcome per request, in order. Throws only if the socket fails. */
   batch(schema: string, requests: NlRequest[], label: (i: number) => OpLabel, limits?: BatchLimits): Promise<OpOutcome[]> {
     if (requests.length === 0) return Promise.resolve([]);

@@ -205,7 +205,6 @@ export class IpvsProxier {
     return this.index.set(key, svc ? desiredForService(svc, state.endpoints.get(key) ?? [], this.context()) : null);
   }
 
-
   /**
    * One sync; throws when kernel operations failed (the runner retries). `full` reads the whole
    * kernel first (--once, --dry-run); otherwise the first sync adopts the kernel (adopt()).
