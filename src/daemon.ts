@@ -182,7 +182,10 @@ async function runWithSource(config: Config, logger: Logger, nodeName: string, {
   const memory = new MemoryKeeper({ logger, intervalMs: config.syncPeriodMs, idle: () => !runner.pending });
   const runner: BoundedFrequencyRunner = new BoundedFrequencyRunner(async ({ periodic }) => {
     await proxier.sync({ periodic });
-    memory.afterSync();
+    // A periodic sync starts the verification, which reads the whole kernel table in steps:
+    // memory is looked at once it is done, so its garbage is returned too.
+    if (periodic && ipvsProxier) void ipvsProxier.verified().then(() => memory.afterSync(), () => undefined);
+    else memory.afterSync();
   }, {
     minIntervalMs: config.minSyncPeriodMs,
     maxIntervalMs: config.syncPeriodMs,
