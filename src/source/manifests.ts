@@ -17,7 +17,6 @@ import { createHash } from 'node:crypto';
 import { constants, watch, type FSWatcher } from 'node:fs';
 import { open, readdir, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { isDeepStrictEqual } from 'node:util';
 
 import type { Logger } from '../log.js';
 import type { EndpointSlice, Node, Service } from '../model/k8s.js';
@@ -43,10 +42,25 @@ export interface ManifestSourceOptions {
 /** Default size limit of one manifest file: 64 MiB (10,000 Services + slices with full metadata fit). */
 export const MAX_MANIFEST_BYTES = 64 * 1024 * 1024;
 
+/** Where an object was defined. */
+type Located = Pick<ManifestObject, 'kind' | 'key' | 'file' | 'doc' | 'item'>;
+
+/**
+ * An object as the source keeps it between reads: its validated form as JSON text (a fraction
+ * of the size of the object graph: the handler keeps what it needs of it), compared as text on
+ * the next read; the object itself only until it has been delivered.
+ */
+interface Held extends Located {
+  json: string;
+  object?: ManifestObject['object'] | undefined;
+}
+
+const hold = (o: ManifestObject): Held => ({ kind: o.kind, key: o.key, file: o.file, doc: o.doc, item: o.item, json: JSON.stringify(o.object), object: o.object });
+
 interface FileState {
   /** sha256 of the content last parsed; null when the file could not be read (retried every round). */
   digest: string | null;
-  objects: ManifestObject[];
+  objects: Held[];
   /** The read error last reported for this file (reported again only when it changes). */
   readError?: string;
 }
@@ -61,7 +75,7 @@ export class ManifestSource implements ProxySource {
   #handler: SourceHandler | undefined;
   #files = new Map<string, FileState>();
   /** What the handler holds, by `Kind:key`. */
-  #delivered = new Map<string, ManifestObject>();
+  #delivered = new Map<string, Held>();
   #duplicates = new Set<string>();
   /** The listing error last reported (reported again only when it changes). */
   #listError: string | undefined;
@@ -181,9 +195,10 @@ export class ManifestSource implements ProxySource {
     }
     const parsed = parseManifest(file, text);
     parsed.errors.forEach((e) => this.#report(e));
-    if (!parsed.failed || !prev) return { digest, objects: parsed.objects };
-    const defined = new Set(parsed.objects.map(id));
-    return { digest, objects: [...parsed.objects, ...prev.objects.filter((o) => !defined.has(id(o)))] };
+    const objects = parsed.objects.map(hold);
+    if (!parsed.failed || !prev) return { digest, objects };
+    const defined = new Set(objects.map(id));
+    return { digest, objects: [...objects, ...prev.objects.filter((o) => !defined.has(id(o)))] };
   }
 
   /** A file that cannot be used as a whole: its last good objects, the error reported once. */
@@ -194,8 +209,8 @@ export class ManifestSource implements ProxySource {
   }
 
   /** All files' objects, first definition winning; Nodes other than ours dropped. */
-  #merge(): Map<string, ManifestObject> {
-    const merged = new Map<string, ManifestObject>();
+  #merge(): Map<string, Held> {
+    const merged = new Map<string, Held>();
     const duplicates = new Set<string>();
     const all = [...this.#files.values()].flatMap((f) => f.objects).sort(byLocation);
     for (const o of all) {
@@ -213,21 +228,24 @@ export class ManifestSource implements ProxySource {
     return merged;
   }
 
-  #deliver(desired: Map<string, ManifestObject>, initial: boolean): void {
+  #deliver(desired: Map<string, Held>, initial: boolean): void {
     const h = this.#handler!;
-    const changes: Array<{ at: ManifestObject; value: ManifestObject | null }> = [];
+    const changes: Array<{ at: Held; value: Held | null }> = [];
     for (const [k, o] of desired) {
       const prev = this.#delivered.get(k);
-      if (!prev || !isDeepStrictEqual(prev.object, o.object)) changes.push({ at: o, value: o });
+      if (!prev || prev.json !== o.json) changes.push({ at: o, value: o });
     }
     for (const [k, o] of this.#delivered) if (!desired.has(k)) changes.push({ at: o, value: null });
     changes.sort((a, b) => byLocation(a.at, b.at));
     this.#delivered = desired;
     for (const { at, value } of changes) {
-      if (at.kind === 'Service') h.onService(at.key, (value?.object as Service | undefined) ?? null);
-      else if (at.kind === 'EndpointSlice') h.onEndpointSlice(at.key, (value?.object as EndpointSlice | undefined) ?? null);
-      else h.onNode((value?.object as Node | undefined) ?? null);
+      // An object read in an earlier round (a duplicate that now wins) is rebuilt from its text.
+      const object = value === null ? null : (value.object ?? (JSON.parse(value.json) as ManifestObject['object']));
+      if (at.kind === 'Service') h.onService(at.key, object as Service | null);
+      else if (at.kind === 'EndpointSlice') h.onEndpointSlice(at.key, object as EndpointSlice | null);
+      else h.onNode(object as Node | null);
     }
+    for (const files of this.#files.values()) for (const o of files.objects) o.object = undefined;
     if (initial && !desired.has(`Node:${this.#opts.nodeName}`)) h.onNode(null);
     if (!initial && changes.length > 0) {
       const count = (f: (c: (typeof changes)[number]) => boolean): number => changes.filter(f).length;
@@ -275,11 +293,11 @@ async function readBounded(file: string, max: number): Promise<Buffer | string |
   }
 }
 
-function id(o: ManifestObject): string {
+function id(o: Located): string {
   return `${o.kind}:${o.key}`;
 }
 
-function where(o: ManifestObject): string {
+function where(o: Located): string {
   return `${o.file}#${o.doc}${o.item >= 0 ? `.items[${o.item}]` : ''}`;
 }
 
@@ -287,6 +305,6 @@ function byString(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-function byLocation(a: ManifestObject, b: ManifestObject): number {
+function byLocation(a: Located, b: Located): number {
   return byString(a.file, b.file) || a.doc - b.doc || a.item - b.item || byString(id(a), id(b));
 }

@@ -231,6 +231,19 @@ describe('watch', () => {
     expect(rec.events.filter((e) => e === 'synced')).toHaveLength(1);
   });
 
+  it('a duplicate read in an earlier round takes over, whole, when the winning definition goes', async () => {
+    await write('a.yaml', svc('web', '10.96.0.10'));
+    await write('b.yaml', docs(slice('web-1', 'web', ['10.244.1.2', '10.244.1.3']), svc('web', '10.96.0.99', 8080)));
+    const { rec } = await start({ watch: true });
+    expect(rec.services.get('demo/web')?.spec.clusterIP).toBe('10.96.0.10');
+    const mark = rec.events.length;
+    await unlink(join(dir, 'a.yaml')); // b.yaml is unchanged: its Service was kept as text only
+    expect(await rec.until(mark, (e) => e.length >= 1)).toEqual(['svc demo/web']);
+    expect(rec.services.get('demo/web')).toMatchObject({ spec: { clusterIP: '10.96.0.99', ports: [{ port: 8080, protocol: 'TCP', name: 'http', targetPort: 8080 }] } });
+    await sleep(100);
+    expect(rec.events.slice(mark)).toEqual(['svc demo/web']);
+  });
+
   it('keeps the last good state of a file while it is broken, applies it when fixed', async () => {
     const f = join(dir, 's.yaml');
     await write('s.yaml', docs(svc('a', '10.96.0.1'), svc('b', '10.96.0.2'), svc('c', '10.96.0.3')));
