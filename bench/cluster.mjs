@@ -123,7 +123,7 @@ async function runSize(n, probe) {
   if (SOAK_MIN > 0 && n === SIZES[0]) {
     r.soak = await soak(p.daemon, probe, cluster, api);
     const last = r.soak.rss.at(-1);
-    console.log(`  soak: ${SOAK_MIN} min of churn at 50 changes/s: RSS after cold start ${MiB(r.memCold.rss)}, per minute ${r.soak.rss.map(MiB).join(' ')}; last ${MiB(last)} (${(((last - r.memCold.rss) / r.memCold.rss) * 100).toFixed(1)}% over the cold start), max ${MiB(Math.max(...r.soak.rss))}; heap last ${MiB(r.soak.heap.at(-1))}; event->kernel p99 per minute max ${msf(Math.max(...r.soak.p99))}, median ${msf(median(r.soak.p99))}`);
+    console.log(`  soak: ${SOAK_MIN} min of churn at 50 changes/s: RSS after cold start ${MiB(r.memCold.rss)}, per minute ${r.soak.rss.map(MiB).join(' ')}; last ${MiB(last)} (${(((last - r.memCold.rss) / r.memCold.rss) * 100).toFixed(1)}% over the cold start), max ${MiB(Math.max(...r.soak.rss))}; heap last ${MiB(r.soak.heap.at(-1))}; 45 s after the last change RSS ${MiB(r.soak.idle.rss)} (${(((r.soak.idle.rss - r.memCold.rss) / r.memCold.rss) * 100).toFixed(1)}% over the cold start), heap ${MiB(r.soak.idle.heap)}; event->kernel p99 per minute max ${msf(Math.max(...r.soak.p99))}, median ${msf(median(r.soak.p99))}`);
   }
 
   const restartArgs = [...args, '--ipvs-sync-period', `${PERIOD_MS / 1000}s`];
@@ -162,6 +162,10 @@ async function soak(daemon, probe, cluster, api) {
     out.heap.push(mem.heap);
     out.p99.push(c.p99);
   }
+  // Then no changes: the daemon's next sync period (30 s by default) and its verification pass.
+  step('soak: 45 s without changes');
+  await sleep(45_000);
+  out.idle = await memory(daemon);
   return out;
 }
 
