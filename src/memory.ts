@@ -5,7 +5,8 @@
 // blocking memory-reducing GC (V8 compacts and unmaps its free pages; tens to hundreds of ms,
 // once). Later, at most once per interval, when RSS has grown by more than a tenth over what it
 // was after the last full release: the same blocking release if the daemon is idle (no sync
-// asked for), else an incremental one that never holds the event loop. Each ends with malloc_trim.
+// asked for), else an incremental one (V8 marks in steps; the call holds the loop briefly). Each
+// ends with malloc_trim.
 import type { Logger } from './log.js';
 import { native } from './native/binding.js';
 
