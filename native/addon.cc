@@ -329,7 +329,9 @@ Napi::Value ReleaseMemory(const Napi::CallbackInfo& info) {
   v8::Isolate* isolate = v8::Isolate::GetCurrent();
   if (info[0].ToBoolean().Value()) isolate->LowMemoryNotification();
   else isolate->MemoryPressureNotification(v8::MemoryPressureLevel::kModerate);
-  malloc_trim(0);
+#ifdef __GLIBC__
+  malloc_trim(0);  // glibc only (the image is Debian); other libcs return memory their own way
+#endif
   return info.Env().Undefined();
 }
 
