@@ -1,5 +1,5 @@
 // Graceful termination end to end on the fake kernel: plan -> apply -> refreshDraining -> plan.
-import { beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it, vi } from 'vitest';
 
 import { FakeIpsetClient } from '../../src/kernel/ipset/fake.js';
 import { FakeIpvsClient } from '../../src/kernel/ipvs/fake.js';
@@ -112,14 +112,17 @@ describe('graceful termination', () => {
     expect(graceful.size).toBe(0);
   });
 
-  it('refreshDraining reads only the virtual servers with draining destinations: one dump each, never a full dump', async () => {
+  it('refreshDraining reads only the virtual servers with draining destinations: one dump each, in one call, never a full dump', async () => {
     for (let i = 0; i < 100; i++) await sync(index.set(`s${i}`, contrib(`s${i}`, svc(1000 + i), ['10.0.0.1', '10.0.0.2'])));
     await sync(index.set('s7', contrib('s7', svc(1007), ['10.0.0.1'])));
     await sync(index.set('s9', contrib('s9', svc(1009), ['10.0.0.1'])));
     ipvs.resetCounters();
+    const many = vi.spyOn(ipvs, 'listDestinationsMany');
     const r = await refreshDraining(ipvs, observed, graceful, now + 1);
     expect(r).toEqual({ reads: 2, drained: 2, gone: 0, errors: [] });
     expect(ipvs.calls).toMatchObject({ listDestinations: 2, dumpAll: 0, listServices: 0 });
+    // One trip to the addon, not one per virtual server (each costs a thread hand-off).
+    expect(many.mock.calls.map(([services]) => services.map((s) => s.port))).toEqual([[1007, 1009]]);
     await sync(index.mergeDeltas([]));
     expect(last.counts).toMatchObject({ virtualServers: 2, deleteDestination: 2 });
   });
