@@ -55,7 +55,7 @@ export const FLAG_DEFS: readonly FlagDef[] = [
   def('no-fallback', 'bool', '', '', 'Same as --ipvs-fallback=false.', { special: 'no-fallback', convert: toBool, ours: true }),
   def('ipvs-scheduler', 'value', 'NAME', 'rr', `IPVS scheduler: ${SCHEDULERS.join(', ')}.`, { path: 'ipvs.scheduler' }),
   def('ipvs-sync-period', 'value', DUR, '30s', 'Longest interval between syncs (a full resync of the kernel state). Must be > 0.', { path: 'ipvs.syncPeriodMs', convert: parseDuration }),
-  def('ipvs-min-sync-period', 'value', DUR, '1s', 'Shortest interval between syncs; changes arriving faster are coalesced. 0 = sync at once.', { path: 'ipvs.minSyncPeriodMs', convert: parseDuration }),
+  def('ipvs-min-sync-period', 'value', DUR, '1s', 'Shortest interval between the starts of two syncs; changes arriving faster are coalesced. 0 = sync at once.', { path: 'ipvs.minSyncPeriodMs', convert: parseDuration }),
   def('iptables-sync-period', 'value', DUR, '30s', 'As --ipvs-sync-period, in iptables mode.', { path: 'iptables.syncPeriodMs', convert: parseDuration }),
   def('iptables-min-sync-period', 'value', DUR, '1s', 'As --ipvs-min-sync-period, in iptables mode.', { path: 'iptables.minSyncPeriodMs', convert: parseDuration }),
   def('ipvs-exclude-cidrs', 'list', 'CIDR,...', '', 'CIDRs whose IPVS virtual servers cleanup must not touch.', { path: 'ipvs.excludeCIDRs' }),

@@ -1,9 +1,14 @@
 // A bounded-frequency runner, after kubernetes pkg/proxy/runner/bounded_frequency_runner.go:
-// run() asks for a sync; syncs start at least minInterval after the previous one ended, a
-// periodic sync starts every maxInterval on its own schedule (syncs asked for in between do not
-// postpone it, and are not periodic), a failed sync is retried after retryInterval (doubled per
-// consecutive failure), bursts of requests coalesce into one sync, and the sync never runs
-// concurrently with itself.
+// run() asks for a sync; syncs start at least minInterval apart, a periodic sync starts every
+// maxInterval on its own schedule (syncs asked for in between do not postpone it, and are not
+// periodic), a failed sync is retried after retryInterval (doubled per consecutive failure),
+// bursts of requests coalesce into one sync, and the sync never runs concurrently with itself.
+//
+// minInterval is counted from the start of the previous sync, as kube-proxy's token-bucket
+// runner did before 1.33 (today's counts it from the end): a change then waits at most
+// minInterval plus the sync that writes it, not plus two syncs. The rate of syncs is bounded
+// the same way. A sync that ran longer than minInterval is followed by a pause of a tenth of
+// it (END_GAP), so slow syncs never run back to back.
 
 /** Time and timers, injectable so tests can use a fake clock. Times are milliseconds. */
 export interface RunnerClock {
@@ -21,7 +26,7 @@ export const systemClock: RunnerClock = {
 
 /** Options of a BoundedFrequencyRunner; intervals are milliseconds. */
 export interface RunnerOptions {
-  /** Shortest time from the end of one sync to the start of the next (kube-proxy's minSyncPeriod). */
+  /** Shortest time from the start of one sync to the start of the next (kube-proxy's minSyncPeriod); see the file comment. */
   minIntervalMs: number;
   /** Period of the periodic syncs (syncPeriod), counted from start() and then from each periodic sync's start; Infinity = none. */
   maxIntervalMs: number;
@@ -41,6 +46,9 @@ export interface SyncInfo {
 // Node's timers overflow past 2^31-1 ms (and then fire at once); longer waits are re-armed.
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
+/** The least pause after a sync, as a fraction of minInterval (see the file comment). */
+export const END_GAP = 0.1;
+
 /** Runs an async sync function at a bounded frequency; see the file comment. Call start() to begin. */
 export class BoundedFrequencyRunner {
   readonly #sync: (info: SyncInfo) => Promise<void> | void;
@@ -54,7 +62,7 @@ export class BoundedFrequencyRunner {
   #stopped = false;
   #requested = false;
   #inFlight: Promise<void> | undefined;
-  #notBefore = -Infinity; // last end + minInterval
+  #notBefore = -Infinity; // max(last start + minInterval, last end + minInterval * END_GAP)
   #periodicAt = Infinity; // start() + maxInterval, then the last periodic sync's start + maxInterval
   #retryAt = Infinity;
   #failures = 0;
@@ -150,8 +158,9 @@ export class BoundedFrequencyRunner {
   async #execute(): Promise<void> {
     this.#requested = false;
     this.#retryAt = Infinity; // this sync serves any pending retry; retryAfter() during it still counts
-    const periodic = this.#clock.now() >= this.#periodicAt;
-    if (periodic) this.#periodicAt = this.#clock.now() + this.#max;
+    const start = this.#clock.now();
+    const periodic = start >= this.#periodicAt;
+    if (periodic) this.#periodicAt = start + this.#max;
     let failed = false;
     try {
       // Called from a microtask, so a sync that throws synchronously still settles after #inFlight is set.
@@ -165,7 +174,7 @@ export class BoundedFrequencyRunner {
       }
     }
     const end = this.#clock.now();
-    this.#notBefore = end + this.#min;
+    this.#notBefore = Math.max(start + this.#min, end + this.#min * END_GAP);
     this.#failures = failed ? this.#failures + 1 : 0;
     if (failed) this.#retryAt = Math.min(this.#retryAt, end + this.#backoff());
     this.#inFlight = undefined;

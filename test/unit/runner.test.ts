@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { BoundedFrequencyRunner, type RunnerClock, type RunnerOptions } from '../../src/proxy/runner.js';
+import { BoundedFrequencyRunner, END_GAP, type RunnerClock, type RunnerOptions } from '../../src/proxy/runner.js';
 
 // Fake timers drive a clock built on the (faked) globals, so every test is deterministic.
 const fakeClock: RunnerClock = {
@@ -80,7 +80,7 @@ describe('BoundedFrequencyRunner', () => {
     await h.runner.stop();
   });
 
-  it('spaces syncs at least minInterval after the previous one ended, coalescing requests meanwhile', async () => {
+  it('spaces syncs at least minInterval apart, coalescing requests meanwhile', async () => {
     const h = harness();
     h.runner.start();
     h.runner.run();
@@ -99,7 +99,26 @@ describe('BoundedFrequencyRunner', () => {
     await h.runner.stop();
   });
 
-  it('measures minInterval from the end of a slow sync', async () => {
+  it('measures minInterval from the start of a sync: a change waits for at most minInterval plus the sync that writes it', async () => {
+    const gate = deferred();
+    let calls = 0;
+    const h = harness(() => (calls++ === 0 ? gate.promise : undefined));
+    h.runner.start();
+    h.runner.run();
+    await advance(0);
+    await advance(300);
+    h.runner.run(); // arrives while the first sync runs (it takes 400 ms)
+    await advance(100);
+    gate.resolve();
+    await advance(0);
+    await advance(MIN - 400 - 1);
+    expect(h.starts).toEqual([0]);
+    await advance(1);
+    expect(h.starts).toEqual([0, MIN]); // not 400 + MIN
+    await h.runner.stop();
+  });
+
+  it('after a sync slower than minInterval, pauses a tenth of minInterval before the next', async () => {
     const gate = deferred();
     let calls = 0;
     const h = harness(() => (calls++ === 0 ? gate.promise : undefined));
@@ -110,10 +129,11 @@ describe('BoundedFrequencyRunner', () => {
     await advance(3_000);
     gate.resolve();
     await advance(0);
-    await advance(MIN - 1);
+    await advance(MIN * END_GAP - 1);
     expect(h.starts).toEqual([0]);
     await advance(1);
-    expect(h.starts).toEqual([0, 3_000 + MIN]);
+    expect(h.starts).toEqual([0, 3_000 + MIN * END_GAP]);
+    expect(h.maxActive()).toBe(1);
     await h.runner.stop();
   });
 
