@@ -179,7 +179,7 @@ async function runWithSource(config: Config, logger: Logger, nodeName: string, {
     const view = ipvsProxier;
     if (view) servers.push(await serveIpvsViews(s, () => view.desiredView(), config, nodeName, logger));
   }
-  const memory = new MemoryKeeper({ logger, intervalMs: config.syncPeriodMs, idle: () => !runner.pending });
+  const memory = new MemoryKeeper({ logger, intervalMs: config.syncPeriodMs, quietFor: () => runner.quietFor() });
   const runner: BoundedFrequencyRunner = new BoundedFrequencyRunner(async ({ periodic }) => {
     await proxier.sync({ periodic });
     // A periodic sync starts the verification, which reads the whole kernel table in steps:

@@ -61,6 +61,7 @@ export class BoundedFrequencyRunner {
   #started = false;
   #stopped = false;
   #requested = false;
+  #askedAt = -Infinity;
   #inFlight: Promise<void> | undefined;
   #notBefore = -Infinity; // max(last start + minInterval, last end + minInterval * END_GAP)
   #periodicAt = Infinity; // start() + maxInterval, then the last periodic sync's start + maxInterval
@@ -96,6 +97,7 @@ export class BoundedFrequencyRunner {
   run(): void {
     if (this.#stopped) return;
     this.#requested = true;
+    this.#askedAt = this.#clock.now();
     this.#schedule();
   }
 
@@ -106,9 +108,10 @@ export class BoundedFrequencyRunner {
     this.#schedule();
   }
 
-  /** True when a sync has been asked for (a change, or a retry) and not started yet. */
-  get pending(): boolean {
-    return this.#requested || this.#retryAt !== Infinity;
+  /** Milliseconds since a sync was last asked for by run(); 0 while one asked for (or a retry) has not started. */
+  quietFor(): number {
+    if (this.#requested || this.#retryAt !== Infinity) return 0;
+    return this.#clock.now() - this.#askedAt;
   }
 
   /** Stops the loop; resolves once a sync in flight has finished. No sync starts afterwards. */

@@ -63,20 +63,21 @@ describe('BoundedFrequencyRunner', () => {
     await h.runner.stop();
   });
 
-  it('pending: true from a request (or retry) until its sync starts', async () => {
-    const seen: boolean[] = [];
-    const h = harness(() => void seen.push(h.runner.pending));
+  it('quietFor: 0 while a request (or retry) waits, then the time since the last request', async () => {
+    const seen: number[] = [];
+    const h = harness(() => void seen.push(h.runner.quietFor()));
     h.runner.start();
-    expect(h.runner.pending).toBe(false);
+    expect(h.runner.quietFor()).toBe(Infinity); // never asked
     h.runner.run();
-    expect(h.runner.pending).toBe(true);
+    expect(h.runner.quietFor()).toBe(0);
     await advance(0);
-    expect(seen).toEqual([false]);
-    expect(h.runner.pending).toBe(false);
+    expect(seen).toEqual([0]); // asked at 0, running at 0
+    await advance(700);
+    expect(h.runner.quietFor()).toBe(700);
     h.runner.retryAfter(5_000);
-    expect(h.runner.pending).toBe(true);
+    expect(h.runner.quietFor()).toBe(0);
     await advance(5_000);
-    expect(h.runner.pending).toBe(false);
+    expect(h.runner.quietFor()).toBe(5_700);
     await h.runner.stop();
   });
 
