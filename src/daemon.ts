@@ -130,6 +130,7 @@ async function runWithSource(config: Config, logger: Logger, nodeName: string, {
           ...common,
           dummyName: DEFAULT_DUMMY_LINK,
           stateDir: '/run/kube-ipvs-proxy',
+          nextSyncIn: () => runner.nextSyncIn(),
           clients: {
             ipvs: chosen.ipvs,
             ipset: await NetlinkIpsetClient.open(),

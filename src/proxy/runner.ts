@@ -114,6 +114,17 @@ export class BoundedFrequencyRunner {
     return this.#clock.now() - this.#askedAt;
   }
 
+  /**
+   * Milliseconds until the next sync may start (the min interval after the last one); 0 while one
+   * runs; below 0 when one could start at once (if asked for). Background work (the periodic
+   * verification) uses it to stay out of the syncs' way.
+   */
+  nextSyncIn(): number {
+    if (this.#inFlight !== undefined) return 0;
+    const left = this.#notBefore - this.#clock.now();
+    return left > 0 ? left : -1;
+  }
+
   /** Stops the loop; resolves once a sync in flight has finished. No sync starts afterwards. */
   async stop(): Promise<void> {
     this.#stopped = true;

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 
 import { parseArgs } from '../../src/config.js';
 import { FakeIpsetClient } from '../../src/kernel/ipset/fake.js';
@@ -52,22 +52,29 @@ beforeEach(async () => {
   link.addLink('eth0', null, true, ['192.0.2.10']);
   iptables = fakeIptables();
   gate = null;
-  proxier = new IpvsProxier({
+  ({ proxier, handler } = await programmed(gated(ipvs)));
+});
+
+/** A proxier over the fake kernels, 300 services programmed; `read`: its verification's IPVS client. */
+async function programmed(read: IpvsClient, extra: Partial<ConstructorParameters<typeof IpvsProxier>[0]> = {}) {
+  const p = new IpvsProxier({
     config: parseArgs(['--hostname-override', 'n1']).config,
     nodeName: 'n1',
     logger: createLogger({ format: 'json', verbosity: 0 }, { write: () => true } as never),
     dummyName: 'kube-ipvs0',
-    clients: { ipvs, ipset, link, iptables: { ipv4: iptables.ipt, ipv6: null }, read: { ipvs: gated(ipvs), ipset, link } },
+    clients: { ipvs, ipset, link, iptables: { ipv4: iptables.ipt, ipv6: null }, read: { ipvs: read, ipset, link } },
     sysctl: () => [],
     conntrack: async () => undefined,
+    ...extra,
   });
-  handler = proxier.handler(() => {});
+  const h = p.handler(() => {});
   for (let i = 0; i < 300; i++) {
-    handler.onService(`ns/s${i}`, svc(`s${i}`, `10.96.${i >> 8}.${i & 255}`));
-    handler.onEndpointSlice(`ns/s${i}-1`, slice(`s${i}`, ['10.244.1.2', '10.244.2.2']));
+    h.onService(`ns/s${i}`, svc(`s${i}`, `10.96.${i >> 8}.${i & 255}`));
+    h.onEndpointSlice(`ns/s${i}-1`, slice(`s${i}`, ['10.244.1.2', '10.244.2.2']));
   }
-  await proxier.sync({ full: true });
-});
+  await p.sync({ full: true });
+  return { proxier: p, handler: h };
+}
 
 async function periodic() {
   await proxier.sync({ periodic: true });
@@ -133,6 +140,56 @@ describe('periodic verification', () => {
     const v = await proxier.verified();
     expect(v).toMatchObject({ repaired: 0, ops: 0 }); // s1 was touched meanwhile: its stale read is ignored
     expect(ipvs.weights()['tcp/10.96.0.1:80']).toEqual({ '10.244.1.2:8080': 1, '10.244.2.2:8080': 1, '10.244.3.2:8080': 1 });
+  });
+});
+
+describe('verification beside partial syncs', () => {
+  afterEach(() => void vi.useRealTimers());
+
+  it('a step whose read would still run when the next partial sync may start waits for that sync first', async () => {
+    const READ_MS = 20;
+    const PERIOD_MS = 50;
+    let reading = 0;
+    const slow = new Proxy(ipvs, {
+      get(target, prop, receiver) {
+        if (prop !== 'listDestinationsMany') return Reflect.get(target, prop, receiver);
+        return async (...args: Parameters<IpvsClient['listDestinationsMany']>) => {
+          reading++;
+          await new Promise((r) => setTimeout(r, READ_MS));
+          reading--;
+          return target.listDestinationsMany(...args);
+        };
+      },
+    });
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setImmediate', 'clearImmediate', 'Date'] });
+    let running = false;
+    let nextAt = Infinity;
+    const { proxier: p, handler: h } = await programmed(slow, {
+      now: () => Date.now(),
+      // What the runner reports: 0 while a sync runs, else the time left until the next may start.
+      nextSyncIn: () => (running ? 0 : nextAt > Date.now() ? nextAt - Date.now() : -1),
+    });
+    await p.sync({ periodic: true }); // starts the verification
+    nextAt = Date.now() + PERIOD_MS;
+    let done = false;
+    void p.verified().then(() => (done = true));
+    let syncs = 0;
+    let overlaps = 0;
+    while (!done) {
+      await vi.advanceTimersByTimeAsync(1);
+      if (running || Date.now() < nextAt) continue;
+      running = true;
+      syncs++;
+      if (reading > 0) overlaps++;
+      h.onEndpointSlice('ns/s1-1', slice('s1', ['10.244.1.2', `10.244.3.${syncs}`]));
+      void p.sync().finally(() => {
+        running = false;
+        nextAt = Date.now() + PERIOD_MS;
+      });
+    }
+    expect(syncs).toBeGreaterThan(2);
+    expect(overlaps).toBe(0);
+    expect(await p.verified()).toMatchObject({ errors: 0, steps: expect.any(Number) });
   });
 });
 

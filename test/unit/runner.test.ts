@@ -81,6 +81,28 @@ describe('BoundedFrequencyRunner', () => {
     await h.runner.stop();
   });
 
+  it('nextSyncIn: 0 while a sync runs, then the time left of the min interval, below 0 once it has passed', async () => {
+    const gate = deferred();
+    const seen: number[] = [];
+    const h = harness(() => {
+      seen.push(h.runner.nextSyncIn());
+      return gate.promise;
+    });
+    h.runner.start();
+    expect(h.runner.nextSyncIn()).toBeLessThan(0);
+    h.runner.run();
+    await advance(0);
+    await advance(200);
+    expect(h.runner.nextSyncIn()).toBe(0);
+    gate.resolve();
+    await advance(0);
+    expect(seen).toEqual([0]);
+    expect(h.runner.nextSyncIn()).toBe(MIN - 200);
+    await advance(MIN - 200);
+    expect(h.runner.nextSyncIn()).toBeLessThan(0);
+    await h.runner.stop();
+  });
+
   it('spaces syncs at least minInterval apart, coalescing requests meanwhile', async () => {
     const h = harness();
     h.runner.start();

@@ -70,6 +70,8 @@ export interface ProxierOptions {
   conntrack?: ConntrackRunner;
   /** Where state that should survive a restart is kept (the last iptables restore's hashes); none by default. */
   stateDir?: string;
+  /** Milliseconds until the runner may start the next sync (the verification keeps its reads out of the syncs' way). */
+  nextSyncIn?: () => number;
   now?: () => number;
 }
 
@@ -134,6 +136,7 @@ export class IpvsProxier {
       },
       repair: (scope) => this.repair(scope),
       rules: () => this.rules(),
+      nextSyncIn: () => this.o.nextSyncIn?.() ?? -1,
     });
     this.tracker = new ChangeTracker(o.nodeName);
     this.now = o.now ?? (() => performance.now());

@@ -17,6 +17,9 @@ import type { ObservedState, VirtualServerId } from './types.js';
 /** Virtual servers whose destinations one verification step reads. */
 export const VERIFY_CHUNK = 128;
 
+/** Slack for the step-vs-sync gate (verify()): timer lateness and the sync's start. */
+const GATE_MARGIN_MS = 5;
+
 /** What a verification touched: objects whose kernel state differed from observed (they are compared again). */
 export interface Fold {
   virtualServers: Set<VirtualServerId>;
@@ -184,6 +187,8 @@ export interface VerifyHost {
   /** Plans and applies `scope`. */
   repair(scope: DesiredDelta): Promise<{ ops: number; errors: number }>;
   rules(): FamilyRules[];
+  /** Milliseconds until the next partial sync may start, 0 while one runs, below 0: no constraint (runner.nextSyncIn). */
+  nextSyncIn?(): number;
 }
 
 /**
@@ -206,7 +211,10 @@ export class Verifier {
 
   /**
    * One verification; throws when a read fails. `paced`: after each step, wait as long as it
-   * took (at most 250 ms), so it leaves at least half of the CPU (UML has one) to partial syncs.
+   * took (at most 250 ms), so it leaves at least half of the CPU (UML has one) to partial syncs;
+   * and a step that would still be reading when the next partial sync may start (nextSyncIn)
+   * waits for that sync to be done first, so reads fill the gaps between syncs instead of
+   * competing with them for the CPU.
    */
   async run(paced: boolean): Promise<VerifyReport> {
     const h = this.host;
@@ -227,9 +235,16 @@ export class Verifier {
       r.errors += errors;
     };
     let stepAt = h.now();
+    let lastStepMs = 0;
+    const sleep = (ms: number): Promise<void> => new Promise<void>((res) => (ms >= 1 ? setTimeout(res, ms) : setImmediate(res)));
     const pause = async (): Promise<void> => {
-      const took = paced ? Math.min(250, Math.max(0, h.now() - stepAt)) : 0;
-      await new Promise<void>((res) => (took >= 1 ? setTimeout(res, took) : setImmediate(res)));
+      lastStepMs = Math.max(0, h.now() - stepAt);
+      await sleep(paced ? Math.min(250, lastStepMs) : 0);
+      const until = paced ? (h.nextSyncIn?.() ?? -1) : -1;
+      if (until >= 0 && until < lastStepMs * 1.5 + GATE_MARGIN_MS) {
+        await sleep(until + GATE_MARGIN_MS); // the sync's timer fires first...
+        await h.serial(async () => {}); // ...and this waits until it is done
+      }
       stepAt = h.now();
     };
     const step = async <T>(readFn: () => Promise<T>, fold: (value: T, touched: DesiredDelta, f: Fold) => void): Promise<void> => {
