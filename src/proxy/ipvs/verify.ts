@@ -85,7 +85,13 @@ export function foldServices(
   return { keys, unread };
 }
 
-/** Folds the destinations read for `keys` (same order) into `observed`; marks the virtual servers that differed (and the unread ones). */
+/**
+ * Folds the destinations read for `keys` (same order) into `observed`; marks the virtual servers
+ * that differed (and the unread ones). A destination that reads as observed keeps its observed
+ * object (often the desired one, shared), and a virtual server whose destinations all do keeps
+ * its map: a no-change verification allocates nothing that outlives the step. Connection counts
+ * are not taken (refreshDraining reads them fresh for the destinations that need them).
+ */
 export function foldDestinations(
   observed: ObservedState,
   keys: readonly ServiceKey[],
@@ -98,14 +104,15 @@ export function foldDestinations(
     const id = serviceId(key);
     const o = observed.virtualServers.get(id);
     if (!o || touched.virtualServers.has(id)) return; // deleted or re-compared by a partial sync meanwhile
-    const fresh = new Map(reads[i]!.map((d) => [destinationId(d), observedDestination(d)]));
-    let differs = unread.has(id) || fresh.size !== o.destinations.size;
-    for (const [did, d] of fresh) {
-      const had = o.destinations.get(did);
-      if (!had || !sameDestination(had, d)) differs = true;
-    }
-    o.destinations = fresh;
-    if (differs) fold.virtualServers.add(id);
+    const read = reads[i]!;
+    const had = o.destinations;
+    const same = (d: DestinationStatus, did: string) => {
+      const h = had.get(did);
+      return h !== undefined && sameDestination(h, d) ? h : undefined;
+    };
+    if (!unread.has(id) && read.length === had.size && read.every((d) => same(d, destinationId(d)))) return;
+    o.destinations = new Map(read.map((d) => [destinationId(d), same(d, destinationId(d)) ?? observedDestination(d)]));
+    fold.virtualServers.add(id);
   });
 }
 
