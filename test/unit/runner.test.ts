@@ -122,42 +122,30 @@ describe('BoundedFrequencyRunner', () => {
     await h.runner.stop();
   });
 
-  it('measures minInterval from the start of a sync: a change waits for at most minInterval plus the sync that writes it', async () => {
+  /** The first sync takes `syncMs` and a change arrives `askAt` ms into it: the first two starts. */
+  async function twoSyncs(syncMs: number, askAt: number): Promise<number[]> {
     const gate = deferred();
     let calls = 0;
     const h = harness(() => (calls++ === 0 ? gate.promise : undefined));
     h.runner.start();
     h.runner.run();
     await advance(0);
-    await advance(300);
-    h.runner.run(); // arrives while the first sync runs (it takes 400 ms)
-    await advance(100);
+    await advance(askAt);
+    h.runner.run();
+    await advance(syncMs - askAt);
     gate.resolve();
-    await advance(0);
-    await advance(MIN - 400 - 1);
-    expect(h.starts).toEqual([0]);
-    await advance(1);
-    expect(h.starts).toEqual([0, MIN]); // not 400 + MIN
+    while (h.starts.length < 2) await advance(1);
+    expect(h.maxActive()).toBe(1);
     await h.runner.stop();
+    return h.starts;
+  }
+
+  it('measures minInterval from the start of a sync: a change waits for at most minInterval plus the sync that writes it', async () => {
+    expect(await twoSyncs(400, 300)).toEqual([0, MIN]); // not 400 + MIN
   });
 
   it('after a sync slower than minInterval, pauses a tenth of minInterval before the next', async () => {
-    const gate = deferred();
-    let calls = 0;
-    const h = harness(() => (calls++ === 0 ? gate.promise : undefined));
-    h.runner.start();
-    h.runner.run();
-    await advance(0);
-    h.runner.run(); // arrives while the first sync runs
-    await advance(3_000);
-    gate.resolve();
-    await advance(0);
-    await advance(MIN * END_GAP - 1);
-    expect(h.starts).toEqual([0]);
-    await advance(1);
-    expect(h.starts).toEqual([0, 3_000 + MIN * END_GAP]);
-    expect(h.maxActive()).toBe(1);
-    await h.runner.stop();
+    expect(await twoSyncs(3_000, 0)).toEqual([0, 3_000 + MIN * END_GAP]);
   });
 
   it('runs a periodic sync every maxInterval on its own schedule: requested syncs neither postpone it nor count as periodic', async () => {
