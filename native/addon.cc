@@ -321,11 +321,14 @@ Napi::Value SchemaNames(const Napi::CallbackInfo& info) {
   return arr;
 }
 
-// releaseMemory(): hands memory the process no longer uses back to the kernel: a blocking
-// memory-reducing GC (V8 compacts the heap and unmaps its free pages, as under critical memory
-// pressure), then glibc's malloc_trim returns the free heap pages of every arena.
+// releaseMemory(full): hands memory the process no longer uses back to the kernel. full: a
+// blocking memory-reducing GC (V8 compacts the heap and unmaps its free pages, as under critical
+// memory pressure); otherwise V8 starts an incremental memory-reducing GC (moderate pressure)
+// and returns at once. Then glibc's malloc_trim returns free heap pages of every arena.
 Napi::Value ReleaseMemory(const Napi::CallbackInfo& info) {
-  v8::Isolate::GetCurrent()->LowMemoryNotification();
+  v8::Isolate* isolate = v8::Isolate::GetCurrent();
+  if (info[0].ToBoolean().Value()) isolate->LowMemoryNotification();
+  else isolate->MemoryPressureNotification(v8::MemoryPressureLevel::kModerate);
 #ifdef __GLIBC__
   malloc_trim(0);  // glibc only (the image is Debian); other libcs return memory their own way
 #endif

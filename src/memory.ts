@@ -2,25 +2,33 @@
 // V8's heap holding tens of MiB of pages that only garbage used, and glibc's heap the freed
 // buffers of the large netlink batches: neither is returned to the kernel on its own while the
 // daemon idles, so RSS would stay at its start-up peak. After the first sync the keeper runs one
-// blocking memory-reducing GC (V8 compacts and unmaps its free pages) and malloc_trim: tens of
-// ms on a node, up to a second in UML at 3,000 Services. Later, at most once per interval and
-// only when RSS has grown by more than a tenth over its value after the last release, the same
-// release, but only once no change has been asked for during QUIET_MS: the release blocks the
-// event loop, and a change that arrived during it would wait. Under steady churn RSS therefore
-// stays where V8's own GCs keep it, and comes back within QUIET_MS after the churn stops.
+// full release: a blocking memory-reducing GC (V8 compacts and unmaps its free pages) and
+// malloc_trim; tens of ms on a node, 0.5–2.5 s in UML at 3,000–10,000 Services.
+//
+// Later, whenever RSS has grown by more than a tenth over its value after the last full release
+// (a burst of changes, a periodic verification's reads):
+// - the same full release once no change has been asked for during QUIET_MS: its GC blocks the
+//   event loop, and a change arriving during it would wait;
+// - until then, at most once per interval, an incremental release (V8 under moderate memory
+//   pressure marks in steps; the call holds the loop up to ~100 ms in UML) right after a sync,
+//   where it delays nothing: the next sync cannot start before the min sync period. Without it
+//   V8's committed heap creeps up under steady churn.
 import type { Logger } from './log.js';
 import { native } from './native/binding.js';
 
+/** What `releaseMemory` does: full = blocking compaction, otherwise incremental. */
+export type ReleaseFn = (full: boolean) => void;
+
 export interface MemoryKeeperOptions {
   logger: Logger;
-  /** Minimum time between two releases after the first (the daemon uses its sync period). */
+  /** Minimum time between two incremental releases (the daemon uses its sync period). */
   intervalMs: number;
   /** Milliseconds since the last change was asked for (the daemon asks its runner); default: never quiet. */
   quietFor?: () => number;
-  release?: () => void;
+  release?: ReleaseFn;
   now?: () => number;
   rss?: () => number;
-  /** How the first release is deferred past the sync that triggered it (tests run it at once). */
+  /** Runs `fn` right after the sync that called afterSync() (tests run it by hand). */
   defer?: (fn: () => void) => void;
   /** Runs `fn` in `ms` without keeping the process alive (tests drive it by hand). */
   later?: (fn: () => void, ms: number) => void;
@@ -28,31 +36,35 @@ export interface MemoryKeeperOptions {
 
 const MiB = (b: number): number => Math.round(b / 2 ** 20);
 
-/** RSS growth over the last release that makes a release worth it. */
+/** RSS growth over the last full release that makes a release worth it. */
 export const GROWTH = 1.1;
 
-/** Time without a change asked for before a later release may block the event loop. */
+/** Time without a change asked for before a full release may block the event loop. */
 export const QUIET_MS = 5_000;
+
+type Kind = 'first' | 'full' | 'incremental';
 
 export class MemoryKeeper {
   readonly #logger: Logger;
   readonly #intervalMs: number;
-  readonly #release: () => void;
+  readonly #release: ReleaseFn;
   readonly #now: () => number;
   readonly #rss: () => number;
   readonly #defer: (fn: () => void) => void;
   readonly #later: (fn: () => void, ms: number) => void;
   readonly #quietFor: () => number;
-  #last: number | null = null;
-  /** RSS right after the last release. */
+  #released = false;
+  #lastIncremental = -Infinity;
+  /** RSS right after the last full release. */
   #baseline = 0;
-  /** A release (or a wait for quiet) is scheduled. */
-  #pending = false;
+  /** A release is deferred; a quiet check is armed. */
+  #deferred = false;
+  #armed = false;
 
   constructor(opts: MemoryKeeperOptions) {
     this.#logger = opts.logger;
     this.#intervalMs = opts.intervalMs;
-    this.#release = opts.release ?? (() => native.releaseMemory());
+    this.#release = opts.release ?? ((full) => native.releaseMemory(full));
     this.#now = opts.now ?? Date.now;
     this.#rss = opts.rss ?? (() => process.memoryUsage.rss());
     this.#defer = opts.defer ?? ((fn) => void setImmediate(fn));
@@ -60,44 +72,60 @@ export class MemoryKeeper {
     this.#quietFor = opts.quietFor ?? (() => 0);
   }
 
-  /** Call after each successful sync. */
+  /** Call after each successful sync (and after each periodic verification). */
   afterSync(): void {
-    if (this.#pending) return;
-    if (this.#last === null) {
-      this.#pending = true;
-      this.#defer(() => this.#run(true));
-      return;
-    }
-    this.#check();
+    if (this.#deferred) return;
+    if (!this.#released) return this.#schedule('first');
+    if (!this.#grown()) return;
+    if (this.#quietFor() >= QUIET_MS) return this.#schedule('full');
+    if (this.#now() - this.#lastIncremental >= this.#intervalMs) this.#schedule('incremental');
+    this.#arm();
   }
 
-  /** A later release: due (interval passed, RSS grew) and quiet, or checked again once it could be quiet. */
-  #check(): void {
-    if (this.#now() - this.#last! < this.#intervalMs || this.#rss() <= this.#baseline * GROWTH) return;
-    const quiet = this.#quietFor();
-    this.#pending = true;
-    if (quiet >= QUIET_MS) this.#defer(() => this.#run(false));
-    else
-      this.#later(() => {
-        this.#pending = false;
-        this.#check();
-      }, QUIET_MS - quiet);
+  #grown(): boolean {
+    return this.#rss() > this.#baseline * GROWTH;
   }
 
-  #run(first: boolean): void {
-    this.#pending = false;
+  #schedule(kind: Kind): void {
+    this.#deferred = true;
+    this.#defer(() => {
+      this.#deferred = false;
+      this.#run(kind);
+    });
+  }
+
+  /** Checks again once it could be quiet: a full release then, if RSS is still up. */
+  #arm(): void {
+    if (this.#armed) return;
+    this.#armed = true;
+    this.#later(
+      () => {
+        this.#armed = false;
+        if (!this.#grown() || this.#deferred) return;
+        if (this.#quietFor() >= QUIET_MS) this.#schedule('full');
+        else this.#arm();
+      },
+      Math.max(1, QUIET_MS - this.#quietFor()),
+    );
+  }
+
+  #run(kind: Kind): void {
+    const full = kind !== 'incremental';
     const before = this.#rss();
     const t0 = this.#now();
     try {
-      this.#release();
+      this.#release(full);
     } catch (e) {
       this.#logger.warn({ err: e instanceof Error ? e.message : String(e) }, 'releasing memory failed');
     }
-    this.#last = this.#now();
+    const t1 = this.#now();
     const after = this.#rss();
-    this.#baseline = after;
-    const fields = { rssMiB: MiB(before), afterMiB: MiB(after), durationMs: this.#last - t0 };
-    if (first) this.#logger.info(fields, 'memory released after the first sync');
-    else this.#logger.debug(fields, 'memory released');
+    if (full) {
+      this.#released = true;
+      this.#baseline = after;
+    } else this.#lastIncremental = t1;
+    const fields = { rssMiB: MiB(before), afterMiB: MiB(after), durationMs: t1 - t0 };
+    if (kind === 'first') this.#logger.info(fields, 'memory released after the first sync');
+    else this.#logger.debug({ ...fields, full }, full ? 'memory released' : 'memory release started');
   }
 }

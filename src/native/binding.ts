@@ -78,8 +78,8 @@ export interface NativeAddon {
   decode(schema: string, buffer: Uint8Array): Array<NlMessage | NlControl>;
   errnoName(errno: number): string;
   schemaNames(): string[];
-  /** Returns unused memory to the kernel: V8 (a blocking compacting GC) and glibc (malloc_trim). */
-  releaseMemory(): void;
+  /** Returns unused memory to the kernel: V8 (full: a blocking compacting GC; else an incremental one) and glibc (malloc_trim). */
+  releaseMemory(full: boolean): void;
   constants: Record<string, ConstantGroup>;
 }
 

@@ -286,7 +286,7 @@ describe('ChangeTracker', () => {
       t.onEndpointSlice('ns/a-1', sl);
     })();
     await new Promise((r) => setTimeout(r, 0));
-    native.releaseMemory(); // a full GC
+    native.releaseMemory(true); // a full GC
     expect(ref!.deref()).toBeUndefined();
     expect(t.state().endpoints.get('ns/a:http/tcp')!.map((e) => e.address)).toEqual(['10.244.0.1']);
   });

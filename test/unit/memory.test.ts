@@ -5,7 +5,7 @@ import { MemoryKeeper, QUIET_MS } from '../../src/memory.js';
 import { native } from '../../src/native/binding.js';
 
 function keeper(intervalMs = 30_000) {
-  let calls = 0;
+  const calls: string[] = [];
   const logs: Array<Record<string, unknown>> = [];
   const deferred: Array<() => void> = [];
   const timers: Array<{ fn: () => void; at: number }> = [];
@@ -16,10 +16,10 @@ function keeper(intervalMs = 30_000) {
   const k = new MemoryKeeper({
     logger: createLogger({ format: 'json', verbosity: 2 }, { write: (l: string) => (logs.push(JSON.parse(l)), true) } as never),
     intervalMs,
-    release: () => {
-      calls++;
+    release: (full) => {
+      calls.push(full ? 'full' : 'incremental');
       if (fail) throw new Error('boom');
-      rss = 100; // what a release returns to, in this test
+      rss = full ? 100 : rss - 5; // what each returns, in this test
     },
     now: () => now,
     rss: () => rss * 2 ** 20,
@@ -29,16 +29,15 @@ function keeper(intervalMs = 30_000) {
   });
   const flush = () => deferred.splice(0).forEach((fn) => fn());
   return {
-    k, logs, flush,
-    calls: () => calls,
-    timers,
-    /** Moves the clock, firing the timers that come due. */
+    k, calls, logs, flush, timers,
+    /** Moves the clock, firing the timers that come due, then runs what they deferred. */
     advance: (ms: number) => {
       now += ms;
       for (const t of timers.splice(0).sort((a, b) => a.at - b.at)) {
         if (t.at <= now) t.fn();
         else timers.push(t);
       }
+      flush();
     },
     change: () => (askedAt = now),
     failNext: () => (fail = true),
@@ -50,48 +49,53 @@ describe('MemoryKeeper', () => {
   it('runs one release after the first sync, deferred past it, and logs it', () => {
     const t = keeper();
     t.grow(50);
+    t.change();
     t.k.afterSync();
-    expect(t.calls()).toBe(0);
+    expect(t.calls).toEqual([]);
     t.flush();
-    expect(t.calls()).toBe(1);
+    expect(t.calls).toEqual(['full']); // busy or not
     expect(t.logs.find((l) => l.msg === 'memory released after the first sync')).toMatchObject({ rssMiB: 150, afterMiB: 100 });
   });
 
-  it('later: at most once per interval, only when RSS grew by over a tenth, and only after QUIET_MS without a change', () => {
+  it('later: a full release only after QUIET_MS without a change and only when RSS grew by over a tenth; meanwhile an incremental one right after a sync, at most once per interval', () => {
     const t = keeper(30_000);
     t.k.afterSync();
     t.flush();
-    t.grow(50);
-    t.advance(10_000);
-    t.k.afterSync();
-    t.flush();
-    expect(t.calls()).toBe(1); // within the interval
-    t.advance(25_000);
-    t.change(); // a change asked for just now: a blocking release would delay the next one
-    t.k.afterSync();
-    t.k.afterSync(); // one wait, not two
-    t.flush();
-    expect(t.calls()).toBe(1);
-    expect(t.timers.map((x) => x.at)).toEqual([35_000 + QUIET_MS]);
-    t.advance(QUIET_MS - 1_000);
-    t.change(); // changes keep coming: the check after QUIET_MS waits again
-    t.advance(1_000);
-    t.flush();
-    expect(t.calls()).toBe(1);
-    t.advance(QUIET_MS); // quiet at last
-    t.flush();
-    expect(t.calls()).toBe(2);
-    expect(t.logs.at(-1)).toMatchObject({ msg: 'memory released', rssMiB: 150, afterMiB: 100 });
-    expect(t.timers).toEqual([]);
     t.advance(60_000);
     t.grow(9); // under a tenth over the last release
     t.k.afterSync();
     t.flush();
-    expect(t.calls()).toBe(2);
-    t.grow(2);
-    t.k.afterSync(); // quiet for over a minute: at once
+    expect(t.calls).toEqual(['full']);
+    t.grow(50);
+    t.change(); // changes are coming: a blocking GC now could delay the next one
+    t.k.afterSync();
+    t.k.afterSync(); // one release deferred, not two
     t.flush();
-    expect(t.calls()).toBe(3);
+    expect(t.calls).toEqual(['full', 'incremental']);
+    expect(t.logs.at(-1)).toMatchObject({ msg: 'memory release started', full: false, rssMiB: 159, afterMiB: 154 });
+    expect(t.timers.map((x) => x.at)).toEqual([60_000 + QUIET_MS]);
+    const churn = (seconds: number) => {
+      for (let i = 0; i < seconds / 2; i++) {
+        t.advance(2_000);
+        t.change(); // a change every 2 s, and its sync: never quiet
+        t.k.afterSync();
+        t.flush();
+      }
+    };
+    churn(20);
+    expect(t.calls).toEqual(['full', 'incremental']); // none within the interval
+    churn(20);
+    expect(t.calls).toEqual(['full', 'incremental', 'incremental']); // the interval has passed
+    expect(t.timers).toHaveLength(1); // one quiet check armed, not one per sync
+    t.advance(QUIET_MS); // quiet at last
+    expect(t.calls).toEqual(['full', 'incremental', 'incremental', 'full']);
+    expect(t.logs.at(-1)).toMatchObject({ msg: 'memory released', full: true, afterMiB: 100 });
+    expect(t.timers).toEqual([]);
+    t.grow(11);
+    t.advance(1_000); // quiet, grown again (e.g. a verification's reads): released at once
+    t.k.afterSync();
+    t.flush();
+    expect(t.calls).toEqual(['full', 'incremental', 'incremental', 'full', 'full']);
   });
 
   it('a failing release is logged, never thrown', () => {
@@ -106,8 +110,9 @@ describe('MemoryKeeper', () => {
     let junk: object[] | null = Array.from({ length: 400_000 }, (_, i) => ({ i, s: `x${i}` }));
     const held = process.memoryUsage().heapTotal;
     junk = null;
-    native.releaseMemory();
+    native.releaseMemory(true);
     expect(junk).toBeNull();
     expect(process.memoryUsage().heapTotal).toBeLessThan(held - 20 * 2 ** 20);
+    expect(() => native.releaseMemory(false)).not.toThrow(); // the incremental one
   });
 });

@@ -32,7 +32,7 @@ describe('SerialQueue', () => {
       return big;
     });
     await new Promise((r) => setTimeout(r, 0));
-    native.releaseMemory(); // a full, blocking GC
+    native.releaseMemory(true); // a full, blocking GC
     expect(ref!.deref()).toBeUndefined();
   });
 });
