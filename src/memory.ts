@@ -3,14 +3,14 @@
 // buffers of the large netlink batches: neither is returned to the kernel on its own while the
 // daemon idles, so RSS would stay at its start-up peak. After the first sync the keeper runs one
 // full release: a blocking memory-reducing GC (V8 compacts and unmaps its free pages) and
-// malloc_trim; tens of ms on a node, 0.5–2.5 s in UML at 3,000–10,000 Services.
+// malloc_trim; tens of ms on a node, 0.4–3.4 s in UML at 3,000–10,000 Services.
 //
 // Later, whenever RSS has grown by more than a tenth over its value after the last full release
 // (a burst of changes, a periodic verification's reads):
 // - the same full release once no change has been asked for during QUIET_MS: its GC blocks the
 //   event loop, and a change arriving during it would wait;
 // - until then, at most once per interval, an incremental release (V8 under moderate memory
-//   pressure marks in steps; the call holds the loop up to ~100 ms in UML) right after a sync,
+//   pressure marks in steps; the call held the loop 47–334 ms in UML) right after a sync,
 //   where it delays nothing: the next sync cannot start before the min sync period. Without it
 //   V8's committed heap creeps up under steady churn.
 import type { Logger } from './log.js';
