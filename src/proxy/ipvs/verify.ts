@@ -195,7 +195,7 @@ export interface VerifyHost {
   repair(scope: DesiredDelta): Promise<{ ops: number; errors: number }>;
   rules(): FamilyRules[];
   /** Milliseconds until the next partial sync may start, 0 while one runs, below 0: no constraint (runner.nextSyncIn). */
-  nextSyncIn?(): number;
+  nextSyncIn(): number;
 }
 
 /**
@@ -247,7 +247,7 @@ export class Verifier {
     const pause = async (): Promise<void> => {
       lastStepMs = Math.max(0, h.now() - stepAt);
       await sleep(paced ? Math.min(250, lastStepMs) : 0);
-      const until = paced ? (h.nextSyncIn?.() ?? -1) : -1;
+      const until = paced ? h.nextSyncIn() : -1;
       if (until >= 0 && until < lastStepMs * 1.5 + GATE_MARGIN_MS) {
         await sleep(until + GATE_MARGIN_MS); // the sync's timer fires first...
         await h.serial(async () => {}); // ...and this waits until it is done
