@@ -1,7 +1,7 @@
 import { defaultBinaries, detectBackend, type Binaries, type DetectOptions } from './iptables/backend.js';
 import { IptablesError, restoreError } from './iptables/errors.js';
 import { spawnExec, type Exec, type ExecOptions, type ExecResult } from './iptables/exec.js';
-import { hasJumpText, planRestore, type RestorePlan } from './iptables/restore.js';
+import { hasJumpText, NFT_BATCH_RULES, planRestore, type RestorePlan } from './iptables/restore.js';
 import { ownedLines, parseSave } from './iptables/save.js';
 import { ruleTarget } from './iptables/syntax.js';
 import type { Backend, Family, JumpSpec, OwnedPredicate, Rule, SavedTable, Table, TableSpec } from './iptables/types.js';
@@ -27,6 +27,12 @@ const KUBELET_CHAINS: ReadonlySet<string> = new Set([
 export const defaultIsOwned: OwnedPredicate = (chain, table) =>
   chain.startsWith('KUBE-') && !KUBELET_CHAINS.has(`*/${chain}`) && !KUBELET_CHAINS.has(`${table}/${chain}`);
 
+function lineCount(text: string): number {
+  let n = 0;
+  for (let i = text.indexOf('\n'); i !== -1; i = text.indexOf('\n', i + 1)) n++;
+  return n;
+}
+
 /** Options of {@link Iptables.create}. */
 export interface IptablesOptions {
   /** Default ipv4 (iptables-*); ipv6 drives ip6tables-*. */
@@ -43,8 +49,10 @@ export interface IptablesOptions {
   waitSeconds?: number;
   /** Lock file (sets XTABLES_LOCKFILE); default the tools' own (/run/xtables.lock). */
   lockFile?: string;
-  /** Per-command time limit; default 60 s. */
+  /** Per-command time limit; default 60 s, plus 1 ms per line of a restore's input. */
   timeoutMs?: number;
+  /** Rules per commit of a restore (see batchChains); default NFT_BATCH_RULES with nft, none with legacy. */
+  batchRules?: number;
   /** Command runner; default {@link spawnExec}. */
   exec?: Exec;
 }
@@ -58,6 +66,8 @@ export class Iptables {
   readonly backend: Backend;
   readonly binaries: Binaries;
   readonly isOwned: OwnedPredicate;
+  /** Rules per commit of a restore input; Infinity: one commit per table. */
+  readonly batchRules: number;
   private readonly exec: Exec;
   private readonly wait: string;
   private readonly env?: NodeJS.ProcessEnv;
@@ -74,6 +84,7 @@ export class Iptables {
     this.wait = String(opts.waitSeconds ?? 5);
     this.env = opts.lockFile === undefined ? undefined : { ...process.env, XTABLES_LOCKFILE: opts.lockFile };
     this.timeoutMs = opts.timeoutMs ?? 60_000;
+    this.batchRules = opts.batchRules ?? (backend === 'nft' ? NFT_BATCH_RULES : Infinity);
   }
 
   /** Creates a driver, detecting the backend unless `opts.backend` is given. */
@@ -84,7 +95,10 @@ export class Iptables {
 
   private async run(op: keyof Binaries, args: string[], table?: Table, input?: string): Promise<ExecResult & { code: number }> {
     const file = this.binaries[op];
-    const execOpts: ExecOptions = { timeoutMs: this.timeoutMs, env: this.env, input };
+    // A big restore is slow but not stuck (96,000 rules: 6 s on the host, 3-4 times that in
+    // UML): killing it at a fixed limit would fail the same way on every retry.
+    const timeoutMs = this.timeoutMs + (input === undefined ? 0 : lineCount(input));
+    const execOpts: ExecOptions = { timeoutMs, env: this.env, input };
     let r: ExecResult;
     try {
       r = await this.exec(file, args, execOpts);
@@ -158,7 +172,7 @@ export class Iptables {
       for (const spec of specs) {
         const current = saved.find((t) => t.table === spec.table) ?? { table: spec.table, chains: [] };
         const present = await this.presentJumps(spec, current);
-        plans.push(planRestore(spec, current, { isOwned: this.isOwned, hasJump: (j) => present.has(j) }));
+        plans.push(planRestore(spec, current, { isOwned: this.isOwned, hasJump: (j) => present.has(j), batchRules: this.batchRules }));
       }
       const input = plans.map((p) => p.text).join('');
       const r = await this.run('restore', ['-w', this.wait, '--noflush'], plans[0]!.table, input);

@@ -3,6 +3,7 @@ import {
   IptablesError,
   comment,
   defaultIsOwned,
+  batchChains,
   parseSave,
   planRestore,
   restoreError,
@@ -149,6 +150,79 @@ COMMIT
       expect(e).toBeInstanceOf(IptablesError);
       expect((e as IptablesError).code).toBe('EINVAL');
     }
+  });
+});
+
+describe('batchChains', () => {
+  const chain = (name: string, targets: string[], extra = 0) => ({
+    name,
+    rules: [...targets.map((t) => ['-j', t]), ...Array.from({ length: extra }, () => ['-j', 'ACCEPT'])],
+  });
+  const names = (groups: ReturnType<typeof batchChains>) => groups.map((g) => g.map((c) => c.name));
+
+  it('keeps chains that fit in one group, in their order', () => {
+    const chains = [chain('KUBE-SERVICES', ['KUBE-SVC-A']), chain('KUBE-SVC-A', ['KUBE-SEP-A'])];
+    expect(names(batchChains(chains, 2))).toEqual([['KUBE-SERVICES', 'KUBE-SVC-A']]);
+    expect(names(batchChains(chains))).toEqual([['KUBE-SERVICES', 'KUBE-SVC-A']]);
+  });
+
+  it('puts every chain after the owned chains it jumps to, groups at most maxRules rules (a bigger chain alone)', () => {
+    const chains = [
+      chain('KUBE-SERVICES', ['KUBE-SVC-A', 'KUBE-SVC-B', 'KUBE-MARK-MASQ']),
+      chain('KUBE-SVC-A', ['KUBE-SEP-A1', 'KUBE-SEP-A2']),
+      chain('KUBE-SVC-B', ['KUBE-SEP-B1']),
+      chain('KUBE-SEP-A1', ['KUBE-MARK-MASQ', 'DNAT']),
+      chain('KUBE-SEP-A2', ['KUBE-MARK-MASQ', 'DNAT']),
+      chain('KUBE-SEP-B1', ['KUBE-MARK-MASQ'], 5),
+      chain('KUBE-MARK-MASQ', ['MARK']),
+    ];
+    const groups = batchChains(chains, 4);
+    expect(names(groups)).toEqual([
+      ['KUBE-MARK-MASQ', 'KUBE-SEP-A1'],
+      ['KUBE-SEP-A2', 'KUBE-SVC-A'],
+      ['KUBE-SEP-B1'],
+      ['KUBE-SVC-B', 'KUBE-SERVICES'],
+    ]);
+    expect(groups.flat()).toHaveLength(chains.length);
+    const at = new Map(groups.flatMap((g, i) => g.map((c) => [c.name, i] as const)));
+    for (const c of chains) for (const r of c.rules) if (at.has(r[1]!)) expect(at.get(r[1]!)!).toBeLessThanOrEqual(at.get(c.name)!);
+  });
+
+  it('keeps one group when the chains jump in a loop', () => {
+    const chains = [chain('KUBE-A', ['KUBE-B'], 3), chain('KUBE-B', ['KUBE-A'], 3)];
+    expect(names(batchChains(chains, 2))).toEqual([['KUBE-A', 'KUBE-B']]);
+  });
+});
+
+describe('planRestore in batches', () => {
+  it('commits the chains in dependency order; deletions, foreign -D and jumps in the last commit (golden)', () => {
+    const [current] = parseSave(`*nat
+:PREROUTING ACCEPT [0:0]
+:KUBE-OLD - [0:0]
+-A PREROUTING -j KUBE-OLD
+COMMIT
+`);
+    const plan = planRestore(NAT_SPEC, current, { ...opts, batchRules: 2 });
+    expect(plan.text).toBe(`*nat
+:KUBE-MARK-MASQ - [0:0]
+:KUBE-NODE-PORT - [0:0]
+-A KUBE-MARK-MASQ -j MARK --or-mark 0x4000
+-A KUBE-NODE-PORT -p tcp -m tcp --dport 30080 -m comment --comment default/web:http -j KUBE-MARK-MASQ
+COMMIT
+*nat
+:KUBE-SERVICES - [0:0]
+:KUBE-EMPTY - [0:0]
+:KUBE-OLD - [0:0]
+-D PREROUTING -j KUBE-OLD
+-I OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-I PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-A POSTROUTING -j KUBE-MARK-MASQ
+-A KUBE-SERVICES -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ
+-A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT
+-X KUBE-OLD
+COMMIT
+`);
+    expect(plan.deletedChains).toEqual(['KUBE-OLD']);
   });
 });
 

@@ -339,7 +339,7 @@ export class IptablesProxier {
       changed.push(...chains);
       for (const old of fs.written.get(key) ?? []) if (!names.has(old)) deleted.push(old);
     }
-    await fs.ipt.restore('nat', renderPartialRestore({ fixed, changed, deleted }));
+    await fs.ipt.restore('nat', renderPartialRestore({ fixed, changed, deleted }, fs.ipt.batchRules));
     for (const key of fs.dirty) {
       const r = fs.rules.get(key);
       if (r) fs.written.set(key, r.chains.map((c) => c.name));

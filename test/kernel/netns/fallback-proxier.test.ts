@@ -188,6 +188,34 @@ describe.each(backends)('IptablesProxier on %s', (backend) => {
     expect(strip(await save())).toEqual(strip(before));
   });
 
+  it('in commits of at most 3 rules (how nft splits a big restore), full and partial syncs write the same rules', async () => {
+    const strip = (ls: string[]) => ls.map((l) => l.replace(/\[\d+:\d+\]/, ''));
+    const before = strip(await save());
+    const ipt = new Iptables(backend, { family: 'ipv4', exec, batchRules: 3 });
+    const batched = new IptablesProxier({ config, nodeName: 'node-a', logger, clients: { iptables: { ipv4: ipt, ipv6: ipt6 }, link: NetlinkLinkClient.open(), ipset } });
+    const h2 = batched.handler(() => {});
+    h2.onService('demo/web', service('web', ['10.96.0.10']));
+    h2.onEndpointSlice('demo/web-IPv4', slice('web', ['10.244.1.2', '10.244.2.2']));
+    h2.onService('demo/empty', service('empty', ['10.96.0.12']));
+    h2.onService('demo/all', ALL.service);
+    h2.onEndpointSlice('demo/all-IPv4', ALL.slice);
+    const commits = (n: number) => restoresSince(n).map((c) => c.input!.match(/^COMMIT$/gm)!.length);
+    let n = calls.length;
+    expect((await batched.sync()).full).toBe(true);
+    expect(commits(n)[0]).toBeGreaterThan(10);
+    expect(strip(await save())).toEqual(before);
+    n = calls.length;
+    h2.onEndpointSlice('demo/web-IPv4', slice('web', ['10.244.1.2', '10.244.2.2', '10.244.4.2']));
+    expect((await batched.sync()).full).toBe(false);
+    expect(commits(n)).toEqual([expect.any(Number)]);
+    expect(commits(n)[0]).toBeGreaterThan(3);
+    expect(await chains()).toContain(sep('web', '10.244.4.2'));
+    h2.onEndpointSlice('demo/web-IPv4', slice('web', ['10.244.1.2', '10.244.2.2']));
+    expect((await batched.sync()).full).toBe(false);
+    expect(strip(await save())).toEqual(before);
+    batched.close();
+  });
+
   it('a partial restore that fails (a chain deleted behind our back) throws; the next sync is full and repairs', async () => {
     const web = serviceChains(port('web')).svc;
     // Someone removes the web service's chains; the next partial sync's KUBE-SERVICES refers to them.

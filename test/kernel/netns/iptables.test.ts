@@ -129,6 +129,18 @@ describe.each(combos)('iptables %s %s in a fresh netns', (backend, family) => {
     ]);
   });
 
+  it('in commits of one rule each, writes the same chains and jumps, and drops a chain with its jump', async () => {
+    const batched = new Iptables(backend, { family, batchRules: 1 });
+    await ipt.sync(spec([svc(1), svc(2)]));
+    const whole = await saveLines('nat');
+    await ipt.cleanup();
+    await batched.sync(spec([svc(1), svc(2)]));
+    expect(await saveLines('nat')).toEqual(whole);
+    await batched.sync(spec([svc(3)], false));
+    expect(await owned('nat')).toEqual({ 'KUBE-SERVICES': [svc(3)], 'KUBE-MARK-MASQ': [['-j', 'MARK', '--set-xmark', '0x4000/0x4000']] });
+    expect((await saveLines('nat')).filter((l) => l.includes('KUBE-NODE-PORT'))).toEqual([]);
+  });
+
   it('changes rules and drops a chain together with its jump', async () => {
     await ipt.sync(spec([svc(1), svc(2)]));
     const foreignNat = foreign(await saveLines('nat'));
