@@ -4,7 +4,9 @@
 // iptables-restore), then one endpoint change at that size (a partial sync: one restore of the
 // fixed chains and that service's chains). Each against a plain `iptables-restore --noflush` of
 // the very text the proxier generated, spawned in the same run; the change also against a plain
-// restore of the full text (what a proxy without partial syncs writes). Medians of 5 rounds.
+// restore of the full text (what a proxy without partial syncs writes). Then the periodic full
+// sync with nothing changed (one iptables-save, no restore when the chains read back as written)
+// against that same full-text restore (what it wrote every period before). Medians of 5 rounds.
 //   npm run build && node bench/iptables.mjs     (BENCH_SERVICES, BENCH_DESTS, BENCH_ROUNDS, BENCH_BACKENDS=nft,legacy)
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -71,12 +73,13 @@ for (const backend of BACKENDS) {
     continue;
   }
   let lastRestore = '';
+  let restores = 0;
   const exec = async (file, args, opts) => {
-    if (file.endsWith('-restore')) lastRestore = opts?.input ?? '';
+    if (file.endsWith('-restore')) (lastRestore = opts?.input ?? ''), restores++;
     return spawnExec(file, args, opts);
   };
   const ipt = new Iptables(backend, { family: 'ipv4', exec });
-  const rows = { full: [], fullRef: [], change: [], changeRef: [], changeFullRef: [] };
+  const rows = { full: [], fullRef: [], change: [], changeRef: [], changeFullRef: [], periodic: [] };
   for (let round = 0; round < ROUNDS; round++) {
     await ipt.cleanup();
     const proxier = new IptablesProxier({ config, nodeName: 'node-a', logger, clients: { iptables: { ipv4: ipt, ipv6: null }, link: NetlinkLinkClient.open() } });
@@ -99,6 +102,12 @@ for (const backend of BACKENDS) {
       if (r.full || r.changedServices !== 1) throw new Error(`expected a partial sync of one service, got ${JSON.stringify(r)}`);
     }));
     const changeText = lastRestore;
+    const before = restores;
+    rows.periodic.push(await time(async () => {
+      const r = await proxier.sync({ full: true });
+      if (process.env.BENCH_DEBUG) console.log(backend, "periodic", JSON.stringify(r.phases));
+      if (!r.full || restores !== before) throw new Error(`expected a full sync with no restore, got ${restores - before} restores`);
+    }));
     proxier.close();
 
     // References, on the same kernel state: the partial text on top of the full state, and the full text from empty.
@@ -118,5 +127,6 @@ for (const [backend, { rows, rules, fullBytes, changeBytes }] of Object.entries(
   console.log(`  ${backend} (${rules} nat rules, full input ${(fullBytes / 1e6).toFixed(1)} MB, change input ${(changeBytes / 1e3).toFixed(0)} kB)`);
   console.log(`    full sync from empty: proxier ${ms(m.full).padStart(8)}   iptables-restore of its text ${ms(m.fullRef).padStart(8)}   ratio ${(m.full / m.fullRef).toFixed(2)}x`);
   console.log(`    one endpoint change:  proxier ${ms(m.change).padStart(8)}   iptables-restore of its text ${ms(m.changeRef).padStart(8)}   ratio ${(m.change / m.changeRef).toFixed(2)}x   (full-text restore ${ms(m.changeFullRef)}: ${(m.change / m.changeFullRef).toFixed(2)}x)`);
+  console.log(`    periodic, no change:  proxier ${ms(m.periodic).padStart(8)}   (0 restores; full-text restore ${ms(m.changeFullRef)}: ${(m.periodic / m.changeFullRef).toFixed(2)}x)`);
 }
 console.log(JSON.stringify({ bench: 'iptables', services: SERVICES, dests: DESTS, rounds: Object.fromEntries(Object.entries(results).map(([b, r]) => [b, Object.fromEntries(Object.entries(r.rows).map(([k, v]) => [k, v.map(Math.round)]))])) }));

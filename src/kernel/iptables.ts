@@ -1,10 +1,11 @@
 import { defaultBinaries, detectBackend, type Binaries, type DetectOptions } from './iptables/backend.js';
 import { IptablesError, restoreError } from './iptables/errors.js';
 import { spawnExec, type Exec, type ExecOptions, type ExecResult } from './iptables/exec.js';
-import { hasJumpText, NFT_BATCH_RULES, planRestore, type RestorePlan } from './iptables/restore.js';
+import { emptyPlan, hasJumpText, NFT_BATCH_RULES, planRestore, renderSections, type RestorePlan, type Section } from './iptables/restore.js';
 import { ownedLines, parseSave } from './iptables/save.js';
 import { ruleTarget } from './iptables/syntax.js';
 import type { Backend, Family, JumpSpec, OwnedPredicate, Rule, SavedTable, Table, TableSpec } from './iptables/types.js';
+import { WrittenChains } from './iptables/written.js';
 import { SerialQueue } from '../serial.js';
 
 export * from './iptables/backend.js';
@@ -73,6 +74,7 @@ export class Iptables {
   private readonly env?: NodeJS.ProcessEnv;
   private readonly timeoutMs: number;
   private readonly queue = new SerialQueue();
+  private readonly written = new WrittenChains();
 
   /** A driver with a known backend; {@link Iptables.create} detects one. */
   constructor(backend: Backend, opts: Omit<IptablesOptions, 'backend' | 'detect'> = {}) {
@@ -148,18 +150,44 @@ export class Iptables {
 
   /** Runs `iptables-restore -w N --noflush` with `input`; throws ERESTORE naming table, line and message. */
   restore(table: Table, input: string): Promise<void> {
-    return this.queue.run(() => this.restoreNow(table, input));
+    return this.queue.run(() => this.restoreText(input, table));
   }
 
-  private async restoreNow(table: Table, input: string): Promise<void> {
+  /**
+   * Rewrites whole owned chains and deletes others as `sections` say, in one iptables-restore,
+   * reading nothing first (for a caller that knows what the kernel holds: a partial sync).
+   */
+  rewrite(sections: readonly Section[]): Promise<void> {
+    return this.queue.run(() => this.restoreSections(sections, renderSections(sections, this.batchRules)));
+  }
+
+  /** Restores `input`, which writes `sections`, and remembers what they wrote (or, on failure, forgets them). */
+  private async restoreSections(sections: readonly Section[], input: string): Promise<void> {
+    try {
+      await this.restoreText(input, sections[0]?.table ?? 'nat');
+    } catch (e) {
+      for (const s of sections) this.written.forget(s.table, [...s.chains.map((c) => c.name), ...(s.deleted ?? [])]);
+      throw e;
+    }
+    for (const s of sections) this.written.wrote(s.table, s.chains, s.deleted);
+  }
+
+  /** Runs the restore; an error names the table whose section holds the failing line (default `table`). */
+  private async restoreText(input: string, table: Table): Promise<void> {
     const r = await this.run('restore', ['-w', this.wait, '--noflush'], table, input);
-    if (r.code !== 0) throw restoreError(this.binaries.restore, table, input, r.code, r.stderr);
+    if (r.code !== 0) {
+      const line = Number(/\bline:? (\d+)\b/.exec(r.stderr)?.[1] ?? 0);
+      const failing = (input.split('\n').slice(0, line || undefined).reverse().find((l) => l.startsWith('*'))?.slice(1) as Table | undefined) ?? table;
+      throw restoreError(this.binaries.restore, failing, input, r.code, r.stderr);
+    }
   }
 
   /**
    * Makes each table's owned chains exactly `spec.chains` and ensures `spec.jumps`: one
    * iptables-save for all tables, then one iptables-restore whose input has a section per
-   * table (each committed atomically at its COMMIT). Jumps missing from iptables-save's text
+   * table (each committed atomically at its COMMIT, or in dependency-ordered batches of
+   * `batchRules` rules), and no restore when nothing differs. A chain this driver wrote and that
+   * still reads back as it did is not rewritten (see WrittenChains). Jumps missing from iptables-save's text
    * are confirmed with `iptables -C` before being added, so a rule the tools print differently
    * is not duplicated. A failing table stops the restore there (earlier tables stay applied);
    * the error names the table holding the failing line.
@@ -172,14 +200,22 @@ export class Iptables {
       for (const spec of specs) {
         const current = saved.find((t) => t.table === spec.table) ?? { table: spec.table, chains: [] };
         const present = await this.presentJumps(spec, current);
-        plans.push(planRestore(spec, current, { isOwned: this.isOwned, hasJump: (j) => present.has(j), batchRules: this.batchRules }));
+        const byName = new Map(current.chains.map((c) => [c.name, c]));
+        plans.push(
+          planRestore(spec, current, {
+            isOwned: this.isOwned,
+            hasJump: (j) => present.has(j),
+            batchRules: this.batchRules,
+            keep: (c) => this.written.unchanged(spec.table, c, byName.get(c.name)),
+          }),
+        );
       }
-      const input = plans.map((p) => p.text).join('');
-      const r = await this.run('restore', ['-w', this.wait, '--noflush'], plans[0]!.table, input);
-      if (r.code !== 0) {
-        const line = Number(/\bline:? (\d+)\b/.exec(r.stderr)?.[1] ?? 0);
-        const table = (input.split('\n').slice(0, line || undefined).reverse().find((l) => l.startsWith('*'))?.slice(1) as Table | undefined) ?? plans[0]!.table;
-        throw restoreError(this.binaries.restore, table, input, r.code, r.stderr);
+      const work = plans.filter((p) => !emptyPlan(p));
+      if (work.length > 0) {
+        await this.restoreSections(
+          work.map((p) => ({ table: p.table, chains: p.written, deleted: p.deletedChains })),
+          work.map((p) => p.text).join(''),
+        );
       }
       return plans;
     });

@@ -3,10 +3,10 @@
 // test expectations where they overlap (KUBE-SVC-XPGD46QRK7WJZT7O, KUBE-SEP-SXIVWICOYRO3J4NJ).
 import { describe, expect, it } from 'vitest';
 
-import { defaultIsOwned, planRestore, renderCommand, type TableSpec } from '../../src/kernel/iptables.js';
+import { defaultIsOwned, planRestore, renderCommand, renderSections, type TableSpec } from '../../src/kernel/iptables.js';
 import type { EndpointInfo, ServicePortInfo } from '../../src/model/service.js';
 import { base32, endpointChain, endpointString, isServiceChain, portNameString, serviceChains } from '../../src/proxy/iptables/names.js';
-import { renderPartialRestore } from '../../src/proxy/iptables/restore.js';
+import { partialSections, type PartialRestore } from '../../src/proxy/iptables/restore.js';
 import { fixedChains, iptablesModeSpecs, JUMPS, probability, serviceRules, type RulesContext, type ServiceRules } from '../../src/proxy/iptables/rules.js';
 
 function svc(o: Partial<ServicePortInfo> = {}): ServicePortInfo {
@@ -244,7 +244,9 @@ describe('fixedChains', () => {
   });
 });
 
-describe('renderPartialRestore', () => {
+const renderPartialRestore = (p: PartialRestore): string => renderSections(partialSections(p));
+
+describe('partialSections', () => {
   it('rewrites the fixed chains, declares and fills the changed chains, flushes and deletes the gone ones', () => {
     const r = serviceRules(svc(), [ep('10.244.1.2')], ctx())!;
     const text = renderPartialRestore({ fixed: fixedChains(ctx({ dropInvalid: false }), [r]), changed: r.chains, deleted: ['KUBE-SEP-GONE0000GONE0000'] });

@@ -1,6 +1,6 @@
 import { IptablesError } from './errors.js';
 import { assertChainName, renderCommand, ruleTarget, sameRule, validChainName } from './syntax.js';
-import type { ChainSpec, JumpSpec, OwnedPredicate, SavedTable, TableSpec } from './types.js';
+import type { ChainSpec, JumpSpec, OwnedPredicate, SavedTable, Table, TableSpec } from './types.js';
 
 /**
  * Rules per commit above which the nft backend's restore input is split (see {@link batchChains}).
@@ -54,7 +54,7 @@ export function batchChains(chains: readonly ChainSpec[], maxRules = Infinity): 
 
 /** One table's part of a restore input. */
 export interface Section {
-  table: string;
+  table: Table;
   /** Owned chains declared (so flushed) and filled. */
   chains: readonly ChainSpec[];
   /** Owned chains flushed and deleted, in the last commit. */
@@ -89,6 +89,8 @@ export interface RestorePlan {
   table: TableSpec['table'];
   /** The complete iptables-restore input (run with --noflush). */
   text: string;
+  /** Owned chains declared (so flushed) and filled; the wanted ones not here were kept. */
+  written: ChainSpec[];
   /** Owned chains that exist now and are flushed and deleted (-X). */
   deletedChains: string[];
   /** Jumps that were missing and are added. */
@@ -104,6 +106,18 @@ export interface PlanOptions {
   hasJump?: (jump: JumpSpec) => boolean;
   /** Split into commits of this many rules (see {@link batchChains}); default one commit. */
   batchRules?: number;
+  /** Says whether a wanted chain already holds its rules and is left alone; default never. */
+  keep?: (chain: ChainSpec) => boolean;
+}
+
+/** True when restoring `plan` would change nothing. */
+export function emptyPlan(plan: RestorePlan): boolean {
+  return plan.written.length + plan.deletedChains.length + plan.addedJumps.length + plan.removedRules.length === 0;
+}
+
+/** The restore input of several tables' sections, each as {@link renderSection}. */
+export function renderSections(sections: readonly Section[], maxRules?: number): string {
+  return [...sections.flatMap((s) => renderSection(s, maxRules)), ''].join('\n');
 }
 
 /** True when `current` holds a rule with exactly the tokens of `jump` in its chain. */
@@ -118,7 +132,7 @@ function invalid(table: string, why: string): IptablesError {
 
 /**
  * Renders one `iptables-restore --noflush` input for a table: declares (and so flushes) every
- * desired owned chain, fills it, adds missing jumps, and flushes and deletes the owned chains
+ * desired owned chain (except those `keep` leaves alone), fills it, adds missing jumps, and flushes and deletes the owned chains
  * that exist now but are no longer wanted. Nothing else in the table is touched, except rules
  * in foreign chains that jump to a chain being deleted. Pure: `current` is iptables-save's view.
  */
@@ -165,7 +179,7 @@ export function planRestore(spec: TableSpec, current: SavedTable | undefined, op
   }
   for (const j of missing) if (j.position === 'last') before.push(renderCommand('-A', j.chain, j.rule));
 
-  const lines = renderSection({ table, chains: spec.chains, deleted, before }, opts.batchRules);
-  lines.push('');
-  return { table, text: lines.join('\n'), deletedChains: deleted, addedJumps: missing, removedRules };
+  const written = opts.keep ? spec.chains.filter((c) => !opts.keep!(c)) : [...spec.chains];
+  const text = renderSections([{ table, chains: written, deleted, before }], opts.batchRules);
+  return { table, text, written, deletedChains: deleted, addedJumps: missing, removedRules };
 }

@@ -2,8 +2,9 @@
 // runner, health and metrics as the IPVS proxier; the kernel backend is netfilter, programmed
 // as kube-proxy's iptables mode does. A partial sync is one iptables-restore that rewrites the
 // fixed chains and only the changed services' chains; a full sync (at start, after a failure and
-// every sync period) goes through the driver: one iptables-save, one iptables-restore that makes
-// the owned chains exactly the desired ones, jumps ensured.
+// every sync period) goes through the driver: one iptables-save, then one iptables-restore that
+// makes the owned chains exactly the desired ones, jumps ensured, rewriting only the chains that
+// do not read back as written (none when nothing changed, so no restore at all).
 import { existsSync, readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 
@@ -28,7 +29,7 @@ import { masqueradeMark } from '../ipvs/rules.js';
 import { applySysctls } from '../ipvs/sysctl.js';
 import { UdpConntrack, type ConntrackRunner } from '../conntrack.js';
 import { removeIpvsLeftovers, removeStaleJumps } from './leftovers.js';
-import { renderPartialRestore } from './restore.js';
+import { partialSections } from './restore.js';
 import { fixedChains, iptablesModeSpecs, LARGE_CLUSTER_ENDPOINTS, serviceRules, type RulesContext, type ServiceRules } from './rules.js';
 
 /** The kernel clients the iptables proxier works with. */
@@ -76,7 +77,7 @@ function readTcpBeLiberal(): boolean | null {
 
 /** What one family's part of a sync did. */
 export interface FamilySyncReport {
-  /** Rules and chains in the restore input. */
+  /** Rules and chains written (a full sync leaves the chains that read back unchanged). */
   rules: number;
   chains: number;
   /** Service chains deleted (partial syncs only; a full sync deletes through the driver). */
@@ -321,9 +322,10 @@ export class IptablesProxier {
       });
       if (stale.length > 0) this.o.logger.info({ family: fs.family, rules: stale }, 'removed jumps left by another proxy mode');
     }
+    const written = plans.flatMap((p) => p.written);
     return {
-      rules: specs.reduce((n, s) => n + s.chains.reduce((m, c) => m + c.rules.length, 0), 0),
-      chains: specs.reduce((n, s) => n + s.chains.length, 0),
+      rules: written.reduce((n, c) => n + c.rules.length, 0),
+      chains: written.length,
       deleted: plans.reduce((n, p) => n + p.deletedChains.length, 0),
     };
   }
@@ -339,7 +341,7 @@ export class IptablesProxier {
       changed.push(...chains);
       for (const old of fs.written.get(key) ?? []) if (!names.has(old)) deleted.push(old);
     }
-    await fs.ipt.restore('nat', renderPartialRestore({ fixed, changed, deleted }, fs.ipt.batchRules));
+    await fs.ipt.rewrite(partialSections({ fixed, changed, deleted }));
     for (const key of fs.dirty) {
       const r = fs.rules.get(key);
       if (r) fs.written.set(key, r.chains.map((c) => c.name));

@@ -2,7 +2,7 @@
 // whole, the chains of changed services are declared (so flushed) and refilled, the chains those
 // services no longer use are flushed and deleted, and every other service chain is left as it is
 // in the kernel, referenced by name from KUBE-SERVICES. Run with --noflush.
-import { renderSection, type ChainSpec } from '../../kernel/iptables.js';
+import type { ChainSpec, Section } from '../../kernel/iptables.js';
 
 /** What a partial restore writes for one family. */
 export interface PartialRestore {
@@ -14,7 +14,10 @@ export interface PartialRestore {
   deleted: readonly string[];
 }
 
-/** Renders the restore input of a partial sync: filter, then nat (each table committed atomically, or with `batchRules` chain by chain in dependency order). */
-export function renderPartialRestore(p: PartialRestore, batchRules?: number): string {
-  return [...renderSection({ table: 'filter', chains: p.fixed.filter }), ...renderSection({ table: 'nat', chains: [...p.fixed.nat, ...p.changed], deleted: p.deleted }, batchRules), ''].join('\n');
+/** The sections of a partial sync's restore: filter, then nat (see Iptables.rewrite). */
+export function partialSections(p: PartialRestore): Section[] {
+  return [
+    { table: 'filter', chains: p.fixed.filter },
+    { table: 'nat', chains: [...p.fixed.nat, ...p.changed], deleted: p.deleted },
+  ];
 }

@@ -156,6 +156,33 @@ describe.each(combos)('iptables %s %s in a fresh netns', (backend, family) => {
     expect(foreign(lines)).toEqual(foreignNat);
   });
 
+  it('runs no restore when the rules read back as written; rewrites only a chain edited or flushed by hand', async () => {
+    const inputs: string[] = [];
+    const counted = new Iptables(backend, { family, exec: (file, args, opts) => (file.endsWith('-restore') && inputs.push(opts!.input!), spawnExec(file, args, opts)) });
+    await counted.sync(spec([svc(1), svc(2)]));
+    const written = await saveLines('nat');
+    expect(inputs).toHaveLength(1);
+    await counted.sync(spec([svc(1), svc(2)])); // reads back as written: learns how the tools print it
+    await counted.sync(spec([svc(1), svc(2)]));
+    expect(inputs).toHaveLength(1);
+
+    // Same target, another address: the text differs from the print learned above.
+    await sh(bin.iptables, ['-w', '5', '-t', 'nat', '-R', 'KUBE-SERVICES', '2', ...svc(9)]);
+    await sh(bin.iptables, ['-w', '5', '-t', 'nat', '-F', 'KUBE-NODE-PORT']);
+    await counted.sync(spec([svc(1), svc(2)]));
+    expect(inputs).toHaveLength(2);
+    const declared = inputs[1]!.split('\n').filter((l) => l.startsWith(':'));
+    expect(declared.sort()).toEqual([':KUBE-NODE-PORT - [0:0]', ':KUBE-SERVICES - [0:0]']);
+    expect(await saveLines('nat')).toEqual(written);
+
+    // A deleted jump is restored without rewriting any chain.
+    await sh(bin.iptables, ['-w', '5', '-t', 'nat', '-D', 'OUTPUT', ...portal]);
+    await counted.sync(spec([svc(1), svc(2)]));
+    expect(inputs).toHaveLength(3);
+    expect(inputs[2]!.split('\n').filter((l) => l.startsWith(':') || l.startsWith('-A KUBE-'))).toEqual([]);
+    expect(await saveLines('nat')).toEqual(written);
+  });
+
   it('a broken rule fails with ERESTORE naming table and line, and changes nothing', async () => {
     await ipt.sync(spec([svc(1)]));
     const natBefore = await saveLines('nat');
