@@ -186,11 +186,11 @@ export class Iptables {
    * Makes each table's owned chains exactly `spec.chains` and ensures `spec.jumps`: one
    * iptables-save for all tables, then one iptables-restore whose input has a section per
    * table (each committed atomically at its COMMIT, or in dependency-ordered batches of
-   * `batchRules` rules), and no restore when nothing differs. A chain this driver wrote and that
-   * still reads back as it did is not rewritten (see WrittenChains). Jumps missing from iptables-save's text
-   * are confirmed with `iptables -C` before being added, so a rule the tools print differently
-   * is not duplicated. A failing table stops the restore there (earlier tables stay applied);
-   * the error names the table holding the failing line.
+   * `batchRules` rules), and no restore when nothing differs. A chain this driver wrote that
+   * still reads back as it did is not rewritten (see WrittenChains). Jumps missing from
+   * iptables-save's text are confirmed with `iptables -C` before being added, so a rule the
+   * tools print differently is not duplicated. A failing table stops the restore there
+   * (earlier tables stay applied); the error names the table holding the failing line.
    */
   sync(specs: readonly TableSpec[]): Promise<RestorePlan[]> {
     return this.queue.run(async () => {

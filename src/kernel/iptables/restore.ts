@@ -132,9 +132,10 @@ function invalid(table: string, why: string): IptablesError {
 
 /**
  * Renders one `iptables-restore --noflush` input for a table: declares (and so flushes) every
- * desired owned chain (except those `keep` leaves alone), fills it, adds missing jumps, and flushes and deletes the owned chains
- * that exist now but are no longer wanted. Nothing else in the table is touched, except rules
- * in foreign chains that jump to a chain being deleted. Pure: `current` is iptables-save's view.
+ * desired owned chain except those `keep` leaves alone, fills it, adds missing jumps, and
+ * flushes and deletes the owned chains that exist now but are no longer wanted. Nothing else in
+ * the table is touched, except rules in foreign chains that jump to a chain being deleted.
+ * Pure: `current` is iptables-save's view.
  */
 export function planRestore(spec: TableSpec, current: SavedTable | undefined, opts: PlanOptions): RestorePlan {
   const { table } = spec;
