@@ -12,8 +12,12 @@ import { NetlinkIpvsClient } from '../dist/src/kernel/ipvs/client.js';
 export const METRICS = '127.0.0.1:10249';
 export const HEALTHZ = '127.0.0.1:10256';
 
-/** The node flags the daemon ships with: those of dist/src/cli.js's shebang (the image's ENTRYPOINT has the same). */
+/**
+ * The node flags the daemon ships with: those of dist/src/cli.js's shebang (the image's ENTRYPOINT
+ * has the same); KIP_BENCH_NODE_FLAGS (space-separated) replaces them, for trying other V8 flags.
+ */
 export function shippedNodeFlags(cli = 'dist/src/cli.js') {
+  if (process.env.KIP_BENCH_NODE_FLAGS !== undefined) return process.env.KIP_BENCH_NODE_FLAGS.split(' ').filter(Boolean);
   const m = /^#!\/usr\/bin\/env(?: -S)? node((?: \S+)*)\n/.exec(readFileSync(cli, 'utf8'));
   if (!m) throw new Error(`${cli}: no "#!/usr/bin/env node" line`);
   return m[1].trim().split(' ').filter(Boolean);
@@ -25,7 +29,9 @@ export class Daemon {
     const fd = openSync(logFile, 'a');
     this.logFile = logFile;
     this.startedAt = performance.now();
-    this.child = spawn(process.execPath, [...shippedNodeFlags(), 'dist/src/cli.js', ...args, '--metrics-bind-address', METRICS, '--healthz-bind-address', HEALTHZ], { stdio: ['ignore', fd, fd] });
+    // KIP_BENCH_CLI: another build's cli.js (e.g. a worktree of the base commit), for same-boot A/B runs.
+    const cli = process.env.KIP_BENCH_CLI ?? 'dist/src/cli.js';
+    this.child = spawn(process.execPath, [...shippedNodeFlags(cli), cli, ...args, '--metrics-bind-address', METRICS, '--healthz-bind-address', HEALTHZ], { stdio: ['ignore', fd, fd] });
     closeSync(fd);
     this.exited = new Promise((res) => this.child.once('exit', (code, signal) => res({ code, signal })));
     this.exitedEarly = null;

@@ -26,7 +26,7 @@ nlmsghdr* headerAt(std::vector<uint8_t>& buf, size_t off) { return reinterpret_c
 
 }  // namespace
 
-NlSocket::NlSocket(int protocol) : protocol_(protocol), rxbuf_(kSlots * kSlotSize), rxlen_(kSlots) {
+NlSocket::NlSocket(int protocol) : protocol_(protocol), rxlen_(kSlots) {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   seq_ = uint32_t(ts.tv_nsec) & 0x7fffffff;
@@ -102,6 +102,7 @@ size_t NlSocket::receive(bool wait, bool& overrun) {
   mmsghdr msgs[kSlots];
   iovec iov[kSlots];
   sockaddr_nl from[kSlots];
+  if (!rxbuf_) rxbuf_.reset(new uint8_t[kSlots * kSlotSize]);  // default-initialised: not zeroed
   for (size_t i = 0; i < kSlots; i++) {
     iov[i] = {&rxbuf_[i * kSlotSize], kSlotSize};
     std::memset(&msgs[i], 0, sizeof msgs[i]);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -64,7 +65,9 @@ class NlSocket {
   uint32_t portid_ = 0;
   uint32_t seq_ = 0;
   int rcvbuf_ = 8 << 20;
-  std::vector<uint8_t> rxbuf_;
+  // kSlots datagram slots, allocated on the first receive and never zeroed: only the pages the
+  // kernel writes into are ever touched (a page fault is costly in UML; most sockets see acks).
+  std::unique_ptr<uint8_t[]> rxbuf_;
   std::vector<size_t> rxlen_;
 };
 

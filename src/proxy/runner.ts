@@ -93,9 +93,13 @@ export class BoundedFrequencyRunner {
     this.#schedule();
   }
 
-  /** Asks for a sync as soon as the min interval allows; requests made before it starts coalesce into one sync. */
+  /**
+   * Asks for a sync as soon as the min interval allows; requests made before it starts coalesce
+   * into one sync. Only the first request of a burst reads the clock (a syscall in UML, and the
+   * initial replay makes one request per object): the sync that serves them all is armed by then.
+   */
   run(): void {
-    if (this.#stopped) return;
+    if (this.#stopped || this.#requested) return;
     this.#requested = true;
     this.#askedAt = this.#clock.now();
     this.#schedule();
@@ -108,7 +112,11 @@ export class BoundedFrequencyRunner {
     this.#schedule();
   }
 
-  /** Milliseconds since a sync was last asked for by run(); 0 while one asked for (or a retry) has not started. */
+  /**
+   * Milliseconds since a sync was last asked for by run(), counted from the start of the sync that
+   * served the request (later requests of a burst are not timed); 0 while one asked for (or a
+   * retry) has not started.
+   */
   quietFor(): number {
     if (this.#requested || this.#retryAt !== Infinity) return 0;
     return this.#clock.now() - this.#askedAt;
@@ -170,9 +178,11 @@ export class BoundedFrequencyRunner {
   }
 
   async #execute(): Promise<void> {
+    const asked = this.#requested;
     this.#requested = false;
     this.#retryAt = Infinity; // this sync serves any pending retry; retryAfter() during it still counts
     const start = this.#clock.now();
+    if (asked) this.#askedAt = start;
     const periodic = start >= this.#periodicAt;
     if (periodic) this.#periodicAt = start + this.#max;
     let failed = false;

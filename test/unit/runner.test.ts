@@ -63,6 +63,34 @@ describe('BoundedFrequencyRunner', () => {
     await h.runner.stop();
   });
 
+  it('reads the clock once per burst of run() calls, not once per call', async () => {
+    const now = vi.fn(() => Date.now());
+    const h = harness(() => {}, { clock: { ...fakeClock, now } });
+    h.runner.start();
+    now.mockClear();
+    for (let i = 0; i < 1_000; i++) h.runner.run();
+    expect(now.mock.calls.length).toBeLessThanOrEqual(2);
+    await advance(0);
+    expect(h.starts).toEqual([0]);
+    await h.runner.stop();
+  });
+
+  it('quietFor counts from the start of the sync that served the last burst of requests', async () => {
+    const h = harness();
+    h.runner.start();
+    h.runner.run();
+    await advance(0); // first sync at 0; the next may start at MIN
+    await advance(100);
+    h.runner.run(); // asked at 100, served at MIN
+    await advance(200);
+    h.runner.run(); // same burst, not timed
+    expect(h.runner.quietFor()).toBe(0);
+    await advance(MIN); // now 1,300
+    expect(h.starts).toEqual([0, MIN]);
+    expect(h.runner.quietFor()).toBe(300);
+    await h.runner.stop();
+  });
+
   it('quietFor: 0 while a request (or retry) waits, then the time since the last request', async () => {
     const seen: number[] = [];
     const h = harness(() => void seen.push(h.runner.quietFor()));
