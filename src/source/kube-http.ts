@@ -4,6 +4,7 @@ import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from
 import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } from 'node:https';
 
 import type { ClientConfig } from './kube-config.js';
+import { ListSplitter, type ListHead } from './list-stream.js';
 
 /** An API request that failed with an HTTP status or a watch ERROR event (a Status object). */
 export class ApiError extends Error {
@@ -64,10 +65,43 @@ export class KubeHttp {
     throw new ApiError(res.statusCode ?? 0, statusMessage(body) ?? (res.statusMessage || 'request failed'));
   }
 
-  /** GETs `path` and parses the JSON body. */
-  async getJson(path: string, signal: AbortSignal): Promise<unknown> {
+  /**
+   * GETs a list at `path`, handing each element of its `items` to `onItem` as soon as its text
+   * has arrived (list-stream.ts); resolves with the list's other members once the body is
+   * complete. Rejects on a malformed or truncated body, or when onItem throws (the items handed
+   * on before stay handed on).
+   */
+  async getList(path: string, signal: AbortSignal, onItem: (item: unknown) => void): Promise<ListHead> {
     const res = await this.get(path, signal);
-    return JSON.parse(await readBody(res, Infinity));
+    const splitter = new ListSplitter(onItem);
+    return new Promise((resolve, reject) => {
+      let failed = false;
+      const fail = (e: unknown): void => {
+        if (failed) return;
+        failed = true;
+        res.destroy();
+        reject(e);
+      };
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        if (failed) return;
+        try {
+          splitter.write(chunk);
+        } catch (e) {
+          fail(e);
+        }
+      });
+      res.on('end', () => {
+        if (failed) return;
+        try {
+          resolve(splitter.end());
+        } catch (e) {
+          fail(e);
+        }
+      });
+      res.on('error', fail);
+      res.on('close', () => res.complete || fail(new Error('response closed before its end')));
+    });
   }
 
   /** Drops kept-alive and open connections. */
@@ -111,7 +145,7 @@ export function readLines(res: IncomingMessage, onEvent: (event: unknown) => voi
   });
 }
 
-/** The body as text, decoded chunk by chunk (no concatenated copy of a list page: allocations are slow in UML); at most about `max` characters kept. */
+/** The body as text, decoded chunk by chunk; at most about `max` characters kept. */
 function readBody(res: IncomingMessage, max: number): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: string[] = [];

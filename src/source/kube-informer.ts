@@ -1,7 +1,7 @@
 // One resource listed and watched over plain HTTP (kube-http.ts), made to survive:
-// - lists are paged (`limit` + `continue`) and each page is handed on as it is parsed, so no
-//   more than one page of raw JSON is alive at a time; a list taking longer than listTimeoutMs
-//   is aborted and retried;
+// - lists are paged (`limit` + `continue`) and each item is handed on as soon as its text has
+//   arrived, parsed alone (list-stream.ts): no page of raw JSON or raw objects is ever held; a
+//   list taking longer than listTimeoutMs is aborted and retried;
 // - watches ask for bookmarks and resume from the last resourceVersion seen (events and
 //   bookmarks move it), so a watch the server closes costs one request, not a relist;
 // - 410 Gone (HTTP status, watch ERROR event, expired continue token) relists at once; a relist
@@ -145,24 +145,24 @@ export class Informer {
     let rv = '';
     try {
       let token = '';
+      // Each item is handled as soon as its text has arrived (KubeHttp.getList).
+      const onItem = (value: unknown): void => {
+        if (this.#stopped || typeof value !== 'object' || value === null) return;
+        const item = value as RawObject;
+        const key = rawKey(item);
+        seen.add(key);
+        const version = versionOf(item);
+        if (version && this.#known.get(key) === version) return;
+        this.#known.set(key, version);
+        this.#events.upsert(key, item);
+      };
       do {
-        const page = (await this.#http.getJson(this.#query({ limit: String(pageSize), ...(token ? { continue: token } : {}) }), abort.signal)) as {
-          metadata?: { resourceVersion?: unknown; continue?: unknown };
-          items?: unknown;
-        };
+        const page = await this.#http.getList(this.#query({ limit: String(pageSize), ...(token ? { continue: token } : {}) }), abort.signal, onItem);
         if (this.#stopped) return;
-        if (!Array.isArray(page?.items)) throw new Error(`${this.#opts.path}: list response has no items`);
-        for (const item of page.items as RawObject[]) {
-          if (typeof item !== 'object' || item === null) continue;
-          const key = rawKey(item);
-          seen.add(key);
-          const version = versionOf(item);
-          if (version && this.#known.get(key) === version) continue;
-          this.#known.set(key, version);
-          this.#events.upsert(key, item);
-        }
-        token = typeof page.metadata?.continue === 'string' ? page.metadata.continue : '';
-        rv = typeof page.metadata?.resourceVersion === 'string' ? page.metadata.resourceVersion : rv;
+        if (!page.hasItems) throw new Error(`${this.#opts.path}: list response has no items`);
+        const meta = page.members.metadata as { resourceVersion?: unknown; continue?: unknown } | undefined;
+        token = typeof meta?.continue === 'string' ? meta.continue : '';
+        rv = typeof meta?.resourceVersion === 'string' ? meta.resourceVersion : rv;
       } while (token);
     } catch (err) {
       throw abort.signal.aborted && !this.#stopped ? abort.signal.reason : err;

@@ -38,6 +38,8 @@ async function sourceFor(config: Config, nodeName: string, logger: Logger): Prom
 
 /** Creates and starts the configured source; never rejects (a failed start rejects `synced`). */
 export async function startSource(config: Config, logger: Logger): Promise<EarlySource> {
+  // The addon first: loading it tunes glibc's malloc for the bursts of the initial lists (tuneMalloc in native/addon.cc).
+  await import('../native/binding.js');
   const source = await sourceFor(config, nodeNameOf(config), logger);
   const held = new DeferredHandler();
   const synced = source.start(held);
