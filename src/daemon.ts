@@ -1,8 +1,7 @@
 // The daemon: pick the mode, open the kernel clients, start the source, servers and runner.
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 
 import type { Config } from './config.js';
+import { spawnExec } from './kernel/exec.js';
 import { NetlinkIpsetClient } from './kernel/ipset/client.js';
 import { NetlinkIpvsClient, type IpvsClient } from './kernel/ipvs/client.js';
 import { detectBackendWithReason, Iptables, type Family } from './kernel/iptables.js';
@@ -27,11 +26,8 @@ export { nodeNameOf } from './source/start.js';
 export async function openIpvs(logger: Logger): Promise<{ client: IpvsClient } | { reason: string }> {
   let a = await NetlinkIpvsClient.open();
   if (a.available) return { client: a.client };
-  try {
-    await promisify(execFile)('modprobe', ['ip_vs'], { timeout: 10_000 });
-  } catch (e) {
-    logger.debug({ err: (e as Error).message }, 'modprobe ip_vs failed');
-  }
+  const r = await spawnExec('modprobe', ['ip_vs'], { timeoutMs: 10_000 }).catch((e: Error) => ({ code: null, signal: null, stderr: e.message }));
+  if (r.code !== 0) logger.debug({ err: r.stderr.trim() || (r.code === null ? `killed by ${r.signal}` : `exit code ${r.code}`) }, 'modprobe ip_vs failed');
   a = await NetlinkIpvsClient.open();
   return a.available ? { client: a.client } : { reason: `${a.reason}; modprobe ip_vs did not help` };
 }

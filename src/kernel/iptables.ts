@@ -1,6 +1,6 @@
 import { defaultBinaries, detectBackend, type Binaries, type DetectOptions } from './iptables/backend.js';
 import { IptablesError, restoreError } from './iptables/errors.js';
-import { spawnExec, type Exec, type ExecOptions, type ExecResult } from './iptables/exec.js';
+import { spawnExec, type Exec, type ExecOptions, type ExecResult } from './exec.js';
 import { emptyPlan, hasJumpText, NFT_BATCH_RULES, planRestore, renderSections, type RestorePlan, type Section } from './iptables/restore.js';
 import { ownedLines, parseSave } from './iptables/save.js';
 import { ruleTarget } from './iptables/syntax.js';
@@ -10,7 +10,7 @@ import { SerialQueue } from '../serial.js';
 
 export * from './iptables/backend.js';
 export * from './iptables/errors.js';
-export * from './iptables/exec.js';
+export * from './exec.js';
 export * from './iptables/restore.js';
 export * from './iptables/save.js';
 export * from './iptables/syntax.js';

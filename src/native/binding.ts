@@ -81,6 +81,22 @@ export interface NativeAddon {
   /** Returns unused memory to the kernel: V8 (full: a blocking compacting GC; else an incremental one) and glibc (malloc_trim). */
   releaseMemory(full: boolean): void;
   constants: Record<string, ConstantGroup>;
+  /**
+   * Starts `file` (searched in PATH) with posix_spawn: stdio are pipes whose other ends are
+   * returned (ours to close); `env` as `K=V` strings, or this process's environment. Throws an
+   * Error with `code` (ENOENT, …) when it cannot be started.
+   */
+  spawn(file: string, args: readonly string[], env?: readonly string[]): SpawnedProcess;
+  /** Resolves when process `pid` (started by spawn) has exited: its exit code, or the signal that ended it. */
+  waitExit(pid: number): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** A process started by `spawn`: its pid and our ends of its stdio pipes. */
+export interface SpawnedProcess {
+  pid: number;
+  stdin: number;
+  stdout: number;
+  stderr: number;
 }
 
 function findAddon(): string {

@@ -2,16 +2,14 @@
 // entries made while a service had no endpoint (never DNATed) keep it black-holed. This clears
 // both after a sync, for the service ports that changed (what kube-proxy's
 // conntrack.CleanStaleEntries is for), through the `conntrack` tool.
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
-
+import { spawnExec } from '../kernel/exec.js';
 import { familyOf } from '../model/ip.js';
 import type { ProxyState } from '../model/service.js';
 
 /** Runs `conntrack ARGS`; exit 1 (no matching entry) is not an error. */
 export type ConntrackRunner = (args: string[]) => Promise<unknown>;
 
-const defaultRunner: ConntrackRunner = (args) => promisify(execFile)('conntrack', args).catch(() => undefined);
+const defaultRunner: ConntrackRunner = (args) => spawnExec('conntrack', args, { timeoutMs: 30_000 }).catch(() => undefined);
 
 /** Remembers each UDP service port's endpoints and clears the entries that went stale. */
 export class UdpConntrack {

@@ -1,4 +1,4 @@
-import { spawnExec, type Exec } from './exec.js';
+import { spawnExec, type Exec } from '../exec.js';
 import type { Backend, Family } from './types.js';
 
 /** The lock file legacy iptables uses unless XTABLES_LOCKFILE says otherwise. */

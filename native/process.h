@@ -1,0 +1,13 @@
+// Child processes over posix_spawn (process.cc).
+#pragma once
+
+#include <napi.h>
+
+#include "codec.h"
+
+namespace kip {
+
+// Adds spawn(file, args, env?) and waitExit(pid) to the addon's exports.
+void initProcess(Napi::Env env, Napi::Object exports);
+
+}  // namespace kip
