@@ -95,17 +95,40 @@ export function netmaskPrefix(family: Family, raw: Buffer | undefined): number {
   return LE ? raw.readUInt32LE() : raw.readUInt32BE();
 }
 
+/**
+ * One read-only buffer per distinct value, shared by every request that carries it (the encoder
+ * only reads them): the first sync's services nearly all have the same flags and netmask.
+ */
+class SharedBuffers<K> {
+  readonly #byValue = new Map<K, Buffer>();
+  constructor(private readonly make: (k: K) => Buffer) {}
+  get(k: K): Buffer {
+    let b = this.#byValue.get(k);
+    if (!b) this.#byValue.set(k, (b = this.make(k)));
+    return b;
+  }
+}
+
+/** FLAGS as `{flags, mask}`: every flag bit is set or cleared. */
+const flagBuffers = new SharedBuffers<number>((bits) => {
+  const b = Buffer.alloc(8);
+  b.writeUInt32LE(bits, 0);
+  b.writeUInt32LE(0xffffffff, 4);
+  return b;
+});
+const netmaskBuffers: Record<Family, SharedBuffers<number>> = {
+  ipv4: new SharedBuffers((prefix) => netmaskBytes('ipv4', prefix)),
+  ipv6: new SharedBuffers((prefix) => netmaskBytes('ipv6', prefix)),
+};
+
 /** Every attribute NEW/SET_SERVICE requires: scheduler, flags, timeout, netmask. */
 export function serviceAttrs(s: VirtualService): Record<string, unknown> {
-  const flags = Buffer.alloc(8);
-  flags.writeUInt32LE(flagsToBits(s.flags), 0);
-  flags.writeUInt32LE(0xffffffff, 4);
   return {
     ...serviceKeyAttrs(s),
     schedName: s.scheduler,
-    flags,
+    flags: flagBuffers.get(flagsToBits(s.flags)),
     timeout: s.timeout,
-    netmask: netmaskBytes(s.family, s.netmask),
+    netmask: netmaskBuffers[s.family].get(s.netmask),
     ...(s.pe ? { peName: s.pe } : {}),
   };
 }
