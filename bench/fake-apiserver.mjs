@@ -3,7 +3,9 @@
 // watch from a resourceVersion (replayed from an event window; older is 410 Expired), bookmarks
 // with allowWatchBookmarks, sendInitialEvents, timeoutSeconds, label and field selectors; Events
 // (events.k8s.io/v1 POST/PATCH) are accepted and counted.
-// Objects are stored as their JSON text: serving costs a copy, not a re-encode.
+// Objects are stored as their JSON text and its UTF-8 bytes: a list page is written as those
+// buffers (corked, with a Content-Length), so serving builds and encodes no page-sized string.
+// The server shares UML's one CPU with the daemon; a real API server is on another machine.
 import { createServer } from 'node:http';
 import { writeFileSync } from 'node:fs';
 
@@ -14,6 +16,9 @@ const RESOURCES = {
   nodes: { kind: 'Node', apiVersion: 'v1', prefix: '/api/v1', clusterScoped: true },
 };
 const PATH = /^(\/api\/v1|\/apis\/discovery\.k8s\.io\/v1)(?:\/namespaces\/([^/]+))?\/(services|endpointslices|nodes)$/;
+
+const COMMA = Buffer.from(',');
+const LIST_END = Buffer.from(']}');
 
 /** A Status object, as the API server writes errors. */
 function status(code, reason, message) {
@@ -109,7 +114,8 @@ export class FakeApiServer {
     const type = map.has(key) ? 'MODIFIED' : 'ADDED';
     const rv = ++this.rv;
     obj.metadata.resourceVersion = String(rv);
-    const entry = { key, json: JSON.stringify(obj), rv, labels: obj.metadata.labels ?? {}, name, namespace };
+    const json = JSON.stringify(obj);
+    const entry = { key, json, bytes: Buffer.from(json), rv, labels: obj.metadata.labels ?? {}, name, namespace };
     map.set(key, entry);
     this.#record({ rv, resource, type, entry });
   }
@@ -221,10 +227,17 @@ export class FakeApiServer {
     else this.snapshots.delete(snap.id);
     const { kind, apiVersion } = RESOURCES[resource];
     const meta = { resourceVersion: String(snap.rv), ...(more ? { continue: Buffer.from(JSON.stringify({ id: snap.id, offset: end })).toString('base64url'), remainingItemCount: snap.entries.length - end } : {}) };
-    res.writeHead(200, { 'content-type': 'application/json' });
-    res.write(`{"kind":"${kind}List","apiVersion":"${apiVersion}","metadata":${JSON.stringify(meta)},"items":[`);
-    for (let i = offset; i < end; i += 256) res.write((i > offset ? ',' : '') + snap.entries.slice(i, Math.min(end, i + 256)).map((e) => e.json).join(','));
-    res.end(']}');
+    const parts = [Buffer.from(`{"kind":"${kind}List","apiVersion":"${apiVersion}","metadata":${JSON.stringify(meta)},"items":[`)];
+    for (let i = offset; i < end; i++) {
+      if (i > offset) parts.push(COMMA);
+      parts.push(snap.entries[i].bytes);
+    }
+    parts.push(LIST_END);
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': parts.reduce((n, b) => n + b.length, 0) });
+    res.cork();
+    for (const b of parts) res.write(b);
+    res.uncork();
+    res.end();
   }
 
   #watch(resource, q, match, req, res) {

@@ -22,6 +22,7 @@ const only = argv.filter((a) => NAMES.includes(a));
 const clusterArgs = argv.filter((a) => !NAMES.includes(a) && a !== '--host-busy');
 let failed = 0;
 const spinner = hostBusy ? spawn('nice', ['-n', '19', 'sh', '-c', 'while :; do :; done'], { stdio: 'ignore' }) : null;
+spinner?.unref(); // it must not keep this process alive; killed on exit
 if (spinner) console.log('(host kept busy: a nice-19 busy loop runs beside UML)');
 process.on('exit', () => spinner?.kill());
 
