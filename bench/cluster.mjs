@@ -97,7 +97,7 @@ async function runSize(n, probe) {
   }
   api.put('nodes', makeNode());
   api.compact();
-  const bytes = [...api.store.services.values(), ...api.store.endpointslices.values()].reduce((a, e) => a + e.json.length, 0);
+  const bytes = [...api.store.services.values(), ...api.store.endpointslices.values()].reduce((a, e) => a + e.bytes.length, 0);
   const url = await api.start();
   const kubeconfig = `${DIR}/kubeconfig`;
   api.writeKubeconfig(kubeconfig, url);

@@ -63,7 +63,7 @@ export class FakeApiServer {
     this.bookmarkMs = bookmarkMs;
     this.snapshotTtlMs = snapshotTtlMs;
     this.rv = 1000;
-    /** collection -> Map(key -> {json, rv, labels, name, namespace}) */
+    /** collection -> Map(key -> {bytes (the object's JSON, UTF-8), rv, labels, name, namespace}) */
     this.store = Object.fromEntries(Object.keys(RESOURCES).map((r) => [r, new Map()]));
     /** {rv, resource, type, entry}; the window starts after `oldestRv`. */
     this.events = [];
@@ -114,8 +114,7 @@ export class FakeApiServer {
     const type = map.has(key) ? 'MODIFIED' : 'ADDED';
     const rv = ++this.rv;
     obj.metadata.resourceVersion = String(rv);
-    const json = JSON.stringify(obj);
-    const entry = { key, json, bytes: Buffer.from(json), rv, labels: obj.metadata.labels ?? {}, name, namespace };
+    const entry = { key, bytes: Buffer.from(JSON.stringify(obj)), rv, labels: obj.metadata.labels ?? {}, name, namespace };
     map.set(key, entry);
     this.#record({ rv, resource, type, entry });
   }
@@ -126,9 +125,9 @@ export class FakeApiServer {
     if (!entry) return;
     this.store[resource].delete(key);
     const rv = ++this.rv;
-    const obj = JSON.parse(entry.json);
+    const obj = JSON.parse(entry.bytes.toString());
     obj.metadata.resourceVersion = String(rv);
-    this.#record({ rv, resource, type: 'DELETED', entry: { ...entry, json: JSON.stringify(obj), rv } });
+    this.#record({ rv, resource, type: 'DELETED', entry: { ...entry, bytes: Buffer.from(JSON.stringify(obj)), rv } });
   }
 
   /** Forgets every event so far: a watch from an older resourceVersion now gets 410 Gone. */
@@ -140,11 +139,16 @@ export class FakeApiServer {
   #record(ev) {
     this.events.push(ev);
     if (this.events.length > this.eventWindow) this.oldestRv = this.events.splice(0, this.events.length - this.eventWindow).at(-1).rv;
-    for (const w of this.watchers) if (w.resource === ev.resource && w.match(ev.entry)) this.#send(w, ev.type, ev.entry.json);
+    for (const w of this.watchers) if (w.resource === ev.resource && w.match(ev.entry)) this.#send(w, ev.type, ev.entry.bytes);
   }
 
-  #send(w, type, json) {
-    w.res.write(`{"type":"${type}","object":${json}}\n`);
+  /** One watch event line; `object` is the object's JSON (a Buffer or a string). */
+  #send(w, type, object) {
+    w.res.cork();
+    w.res.write(`{"type":"${type}","object":`);
+    w.res.write(object);
+    w.res.write('}\n');
+    w.res.uncork();
   }
 
   #bookmarks() {
@@ -253,13 +257,13 @@ export class FakeApiServer {
     const w = { resource, match, res, bookmarks: q.get('allowWatchBookmarks') === 'true' };
     res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
     if (initial) {
-      for (const e of this.store[resource].values()) if (match(e)) this.#send(w, 'ADDED', e.json);
+      for (const e of this.store[resource].values()) if (match(e)) this.#send(w, 'ADDED', e.bytes);
       if (q.get('sendInitialEvents') === 'true') {
         const { kind, apiVersion } = RESOURCES[resource];
         this.#send(w, 'BOOKMARK', JSON.stringify({ kind, apiVersion, metadata: { resourceVersion: String(this.rv), annotations: { 'k8s.io/initial-events-end': 'true' } } }));
       }
     } else {
-      for (const ev of this.events) if (ev.rv > from && ev.resource === resource && match(ev.entry)) this.#send(w, ev.type, ev.entry.json);
+      for (const ev of this.events) if (ev.rv > from && ev.resource === resource && match(ev.entry)) this.#send(w, ev.type, ev.entry.bytes);
     }
     this.watchers.add(w);
     const timeout = setTimeout(() => res.end(), Number(q.get('timeoutSeconds') || 1800) * 1000);
