@@ -18,6 +18,8 @@
 
 #include "process.h"
 
+#include "codec.h"  // errnoName
+
 extern char** environ;
 
 namespace kip {

@@ -3,8 +3,6 @@
 
 #include <napi.h>
 
-#include "codec.h"
-
 namespace kip {
 
 // Adds spawn(file, args, env?) and waitExit(pid) to the addon's exports.

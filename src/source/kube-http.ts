@@ -74,34 +74,7 @@ export class KubeHttp {
   async getList(path: string, signal: AbortSignal, onItem: (item: unknown) => void): Promise<ListHead> {
     const res = await this.get(path, signal);
     const splitter = new ListSplitter(onItem);
-    return new Promise((resolve, reject) => {
-      let failed = false;
-      const fail = (e: unknown): void => {
-        if (failed) return;
-        failed = true;
-        res.destroy();
-        reject(e);
-      };
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => {
-        if (failed) return;
-        try {
-          splitter.write(chunk);
-        } catch (e) {
-          fail(e);
-        }
-      });
-      res.on('end', () => {
-        if (failed) return;
-        try {
-          resolve(splitter.end());
-        } catch (e) {
-          fail(e);
-        }
-      });
-      res.on('error', fail);
-      res.on('close', () => res.complete || fail(new Error('response closed before its end')));
-    });
+    return consumeText(res, (chunk) => splitter.write(chunk), () => splitter.end(), 'response closed before its end');
   }
 
   /** Drops kept-alive and open connections. */
@@ -116,48 +89,59 @@ export class KubeHttp {
  * (the response is then destroyed).
  */
 export function readLines(res: IncomingMessage, onEvent: (event: unknown) => void): Promise<void> {
-  return new Promise((resolve, reject) => {
-    let pending = '';
-    let failed = false;
-    res.setEncoding('utf8');
-    res.on('data', (chunk: string) => {
-      if (failed) return;
-      let start = 0;
-      let nl: number;
-      try {
-        while ((nl = chunk.indexOf('\n', start)) >= 0) {
-          const line = pending + chunk.slice(start, nl);
-          pending = '';
-          start = nl + 1;
-          if (line.trim()) onEvent(JSON.parse(line));
-        }
-      } catch (e) {
-        failed = true;
-        res.destroy();
-        reject(e);
-        return;
-      }
-      pending += chunk.slice(start);
-    });
-    res.on('end', () => failed || resolve());
-    res.on('error', (e) => failed || reject(e));
-    res.on('close', () => failed || res.complete || reject(new Error('watch stream closed before its end')));
-  });
+  let pending = '';
+  const write = (chunk: string): void => {
+    let start = 0;
+    let nl: number;
+    while ((nl = chunk.indexOf('\n', start)) >= 0) {
+      const line = pending + chunk.slice(start, nl);
+      pending = '';
+      start = nl + 1;
+      if (line.trim()) onEvent(JSON.parse(line));
+    }
+    pending += chunk.slice(start);
+  };
+  return consumeText(res, write, () => undefined, 'watch stream closed before its end');
 }
 
 /** The body as text, decoded chunk by chunk; at most about `max` characters kept. */
 function readBody(res: IncomingMessage, max: number): Promise<string> {
+  const chunks: string[] = [];
+  let size = 0;
+  const write = (c: string): void => {
+    size += c.length;
+    if (size <= max) chunks.push(c);
+  };
+  return consumeText(res, write, () => chunks.join(''), 'response closed before its end');
+}
+
+/**
+ * Feeds a response's text to `write` chunk by chunk as it arrives and resolves with `end()` once
+ * it has ended; rejects on a stream error, when it closes before its end (`closed`), or when
+ * `write` or `end` throws (the response is then destroyed).
+ */
+function consumeText<T>(res: IncomingMessage, write: (chunk: string) => void, end: () => T, closed: string): Promise<T> {
   return new Promise((resolve, reject) => {
-    const chunks: string[] = [];
-    let size = 0;
+    let failed = false;
+    const fail = (e: unknown): void => {
+      if (failed) return;
+      failed = true;
+      res.destroy();
+      reject(e);
+    };
+    const guard = (fn: () => void): void => {
+      if (failed) return;
+      try {
+        fn();
+      } catch (e) {
+        fail(e);
+      }
+    };
     res.setEncoding('utf8');
-    res.on('data', (c: string) => {
-      size += c.length;
-      if (size <= max) chunks.push(c);
-    });
-    res.on('end', () => resolve(chunks.join('')));
-    res.on('error', reject);
-    res.on('close', () => res.complete || reject(new Error('response closed before its end')));
+    res.on('data', (chunk: string) => guard(() => write(chunk)));
+    res.on('end', () => guard(() => resolve(end())));
+    res.on('error', fail);
+    res.on('close', () => res.complete || fail(new Error(closed)));
   });
 }
 
