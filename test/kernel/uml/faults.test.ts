@@ -222,8 +222,17 @@ describe('faults while traffic flows: each is repaired within one sync period (+
   it('the scheduler module a service uses unloaded', async () => {
     expect(sh('ipvsadm', '-Sn')).toContain('-A -t 10.96.0.13:80 -s sh');
     await repair('scheduler module `ip_vs_sh` unloaded (its service deleted first)', procIpvs, () => {
-      sh('ipvsadm', '-D', '-t', '10.96.0.13:80');
-      sh('rmmod', 'ip_vs_sh');
+      // The kernel drops the module's reference when the service is deleted (__ip_vs_del_service),
+      // but the daemon may put the service back before rmmod runs: then delete it again.
+      for (let tries = 1; ; tries++) {
+        if (sh('ipvsadm', '-Sn').includes('-A -t 10.96.0.13:80 ')) sh('ipvsadm', '-D', '-t', '10.96.0.13:80');
+        try {
+          sh('rmmod', 'ip_vs_sh');
+          return;
+        } catch (e) {
+          if (tries === 10) throw e;
+        }
+      }
     }, 'reloaded by the kernel on demand');
   });
 
