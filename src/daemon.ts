@@ -4,7 +4,7 @@ import type { Config } from './config.js';
 import { spawnExec } from './kernel/exec.js';
 import { NetlinkIpsetClient } from './kernel/ipset/client.js';
 import { NetlinkIpvsClient, type IpvsClient } from './kernel/ipvs/client.js';
-import { detectBackendWithReason, Iptables, type Family } from './kernel/iptables.js';
+import { Iptables, type Detection, type Family } from './kernel/iptables.js';
 import { DEFAULT_DUMMY_LINK, NetlinkLinkClient } from './kernel/link.js';
 import type { Logger } from './log.js';
 import { MemoryKeeper } from './memory.js';
@@ -71,10 +71,10 @@ async function chooseMode(config: Config, logger: Logger): Promise<{ mode: Proxy
 /**
  * The iptables drivers (IPv4 and IPv6) on the detected backend. Unless --dry-run,
  * the preferred backend must pass a probe that programs nat and filter; otherwise the other one
- * is used, with a warning naming why.
+ * is used, with a warning naming why. Never rejects.
  */
-async function openIptables(config: Config, logger: Logger): Promise<{ ipv4: Iptables; ipv6: Iptables; saved: Partial<Record<Family, string>> }> {
-  const d = await detectBackendWithReason({ probe: !config.dryRun });
+async function openIptables(detection: Promise<Detection>, logger: Logger): Promise<{ ipv4: Iptables; ipv6: Iptables; saved: Partial<Record<Family, string>> }> {
+  const d = await detection;
   const other = d.backend === 'nft' ? 'legacy' : 'nft';
   if (d.unusable[d.backend] !== undefined) {
     logger.warn({ backend: d.backend, errors: d.unusable }, 'neither iptables backend can program the nat and filter tables here; syncs will fail');
@@ -84,7 +84,22 @@ async function openIptables(config: Config, logger: Logger): Promise<{ ipv4: Ipt
       `iptables backend ${other} cannot program the nat and filter tables here: using ${d.backend}`,
     );
   }
+  logger.info({ backend: d.backend, reason: d.reason }, 'iptables backend');
   return { ipv4: new Iptables(d.backend, { family: 'ipv4' }), ipv6: new Iptables(d.backend, { family: 'ipv6' }), saved: d.saved };
+}
+
+/**
+ * The IPVS mode's iptables drivers, once the backend is known and the iptables mode's leftover
+ * jumps are gone (the IPVS mode's first iptables sync deletes the iptables mode's chains; these
+ * jumps it would keep). Never rejects: the leftover check only logs.
+ */
+async function ipvsModeIptables(ipts: ReturnType<typeof openIptables>, config: Config, logger: Logger): Promise<{ ipv4: Iptables; ipv6: Iptables }> {
+  const { ipv4, ipv6, saved } = await ipts;
+  if (!config.dryRun) {
+    const { removeIptablesModeLeftovers } = await import('./proxy/iptables/leftovers.js');
+    await removeIptablesModeLeftovers([ipv4, ipv6], config, logger, saved);
+  }
+  return { ipv4, ipv6 };
 }
 
 /**
@@ -103,14 +118,16 @@ export async function runDaemon(config: Config, logger: Logger, early?: EarlySou
   }
 }
 
-async function runWithSource(config: Config, logger: Logger, nodeName: string, { source, held, synced }: EarlySource): Promise<number> {
-  const [chosen, ipts] = await Promise.all([chooseMode(config, logger), openIptables(config, logger)]);
+async function runWithSource(config: Config, logger: Logger, nodeName: string, { source, held, synced, detection }: EarlySource): Promise<number> {
+  // The backend is detected while the IPVS mode programs the kernel: only its iptables step waits.
+  const ipts = openIptables(detection, logger);
+  const chosen = await chooseMode(config, logger);
   if (chosen === null) {
+    await ipts;
     await source.stop();
     return 1;
   }
   const { mode } = chosen;
-  const { ipv4: iptables, ipv6: ip6tables } = ipts;
   const metrics = new ProxyMetrics();
   metrics.setProxyMode(mode);
   const health = new ProxyHealth({ syncPeriodMs: config.syncPeriodMs });
@@ -131,21 +148,16 @@ async function runWithSource(config: Config, logger: Logger, nodeName: string, {
             ipvs: chosen.ipvs,
             ipset: await NetlinkIpsetClient.open(),
             link: NetlinkLinkClient.open(),
-            iptables: { ipv4: iptables, ipv6: ip6tables },
+            iptables: ipvsModeIptables(ipts, config, logger),
             read: await openReadClients(chosen.ipvs),
           },
         }))
       : new (await import('./proxy/iptables/proxier.js')).IptablesProxier({
           ...common,
           dummyName: DEFAULT_DUMMY_LINK,
-          clients: { ipvs: chosen.ipvs, ipset: await NetlinkIpsetClient.open().catch(() => null), link: NetlinkLinkClient.open(), iptables: { ipv4: iptables, ipv6: ip6tables } },
+          clients: { ipvs: chosen.ipvs, ipset: await NetlinkIpsetClient.open().catch(() => null), link: NetlinkLinkClient.open(), iptables: await ipts },
         });
-  logger.info({ nodeName, mode, iptables: iptables.backend, source: config.manifests ?? 'kubernetes' }, 'starting');
-  // The IPVS mode's first sync deletes the iptables mode's chains; these jumps it would keep.
-  if (mode === 'ipvs' && !config.dryRun) {
-    const { removeIptablesModeLeftovers } = await import('./proxy/iptables/leftovers.js');
-    await removeIptablesModeLeftovers([iptables, ip6tables], config, logger, ipts.saved);
-  }
+  logger.info({ nodeName, mode, source: config.manifests ?? 'kubernetes' }, 'starting');
 
   if (config.once || config.dryRun) {
     held.attach(proxier.handler(() => {}));

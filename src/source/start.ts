@@ -1,9 +1,12 @@
 // Starts the configured source before the daemon's other modules are loaded: the API server
 // (or the manifests) is read while the daemon still loads, probes the kernel and builds its
-// proxier; what the source delivers meanwhile waits in a DeferredHandler.
+// proxier; what the source delivers meanwhile waits in a DeferredHandler. The iptables backend
+// detection (one round of iptables-save processes) starts here too, once the source is under way;
+// the IPVS mode programs the kernel without waiting for it (only its iptables step does).
 import { hostname } from 'node:os';
 
 import type { Config } from '../config.js';
+import type { Detection } from '../kernel/iptables/backend.js';
 import type { Logger } from '../log.js';
 import { DeferredHandler } from './deferred.js';
 import type { ProxySource } from './types.js';
@@ -14,6 +17,8 @@ export interface EarlySource {
   held: DeferredHandler;
   /** source.start(held): resolves after onSynced; awaited once the proxier is attached. */
   synced: Promise<void>;
+  /** The iptables backend detection (never rejects), started once the source is under way. */
+  detection: Promise<Detection>;
 }
 
 /** The node name: --hostname-override, else the host name, lower-cased as kube-proxy does. */
@@ -44,5 +49,9 @@ export async function startSource(config: Config, logger: Logger): Promise<Early
   const held = new DeferredHandler();
   const synced = source.start(held);
   synced.catch(() => {}); // awaited by the daemon once the proxier can take the objects
-  return { source, held, synced };
+  // After the source's first request: the detection's processes must not hold it back.
+  const { detectBackendWithReason } = await import('../kernel/iptables/backend.js');
+  // Unless --dry-run, the preferred backend must prove it can program nat and filter (a write).
+  const detection = detectBackendWithReason({ probe: !config.dryRun });
+  return { source, held, synced, detection };
 }

@@ -42,12 +42,20 @@ describe('detectBackend', () => {
   it('picks nft when an iptables-nft-save shows kubelet hint chains', async () => {
     const { exec, calls } = fakeExec((file) => (file === 'iptables-nft-save' ? MANGLE_WITH_HINT : FILTER_RULES(50)));
     expect(await detectBackendWithReason({ exec })).toMatchObject({ backend: 'nft', reason: 'hint-nft', unusable: {} });
-    expect(calls.map((c) => c.file).sort()).toEqual(['iptables-legacy-save', 'iptables-nft-save']); // IPv6 not needed
+    expect(calls.map((c) => c.file).sort()).toEqual(['ip6tables-legacy-save', 'ip6tables-nft-save', 'iptables-legacy-save', 'iptables-nft-save']);
   });
 
   it('checks ip6tables-nft-save too', async () => {
     const { exec } = fakeExec((file) => (file === 'ip6tables-nft-save' ? MANGLE_WITH_HINT : ''));
     expect(await detectBackend({ exec })).toBe('nft');
+    // An nft hint in IPv6 beats a legacy one in IPv4.
+    const both = fakeExec((file) => (file === 'ip6tables-nft-save' || file === 'iptables-legacy-save' ? MANGLE_WITH_HINT : ''));
+    expect(await detectBackendWithReason({ exec: both.exec })).toMatchObject({ backend: 'nft', reason: 'hint-nft' });
+  });
+
+  it('keeps the chosen backend\'s saves of both families (the leftover check reads them)', async () => {
+    const { exec } = fakeExec((file) => (file === 'iptables-legacy-save' ? MANGLE_WITH_HINT : file.includes('legacy') ? FILTER_RULES(1) : ''));
+    expect(await detectBackendWithReason({ exec })).toMatchObject({ backend: 'legacy', reason: 'hint-legacy', saved: { ipv4: MANGLE_WITH_HINT, ipv6: FILTER_RULES(1) } });
   });
 
   it('picks legacy when a full legacy save shows the hint (never asking for one table)', async () => {
@@ -78,7 +86,7 @@ describe('detectBackend', () => {
     });
   });
 
-  it('runs both backends\' saves at once: IPv4, then IPv6', async () => {
+  it('runs both backends\' saves of both families at once, in one round', async () => {
     const rounds: string[][] = [];
     let current: string[] | null = null;
     const exec: Exec = async (file) => {
@@ -89,10 +97,7 @@ describe('detectBackend', () => {
       return { code: 0, signal: null, stdout: '', stderr: '' };
     };
     await detectBackend({ exec });
-    expect(rounds).toEqual([
-      ['iptables-nft-save', 'iptables-legacy-save'],
-      ['ip6tables-nft-save', 'ip6tables-legacy-save'],
-    ]);
+    expect(rounds).toEqual([['iptables-nft-save', 'iptables-legacy-save', 'ip6tables-nft-save', 'ip6tables-legacy-save']]);
   });
 
   it('probe: skipped when the preferred backend already holds nat and filter tables', async () => {

@@ -107,8 +107,7 @@ function firstLines(text: string): string {
  * Picks nft or legacy the way kubernetes-sigs/iptables-wrappers does: kubelet's hint chains
  * (KUBE-IPTABLES-HINT, KUBE-KUBELET-CANARY), else whichever backend holds more rules, else nft.
  * Reads full iptables-saves (a full save creates no table; `iptables-legacy-save -t mangle`
- * would), both backends' at once: IPv4, then (unless nft's has a hint) IPv6. Failing
- * commands count as empty output. The preferred backend must then be usable (its IPv4 save
+ * would), both backends' and both families' at once. Failing commands count as empty output. The preferred backend must then be usable (its IPv4 save
  * worked and, with `probe`, it holds nat and filter tables already or restores
  * {@link PROBE_INPUT}), else the other one is used if it is.
  */
@@ -129,22 +128,18 @@ export async function detectBackendWithReason(opts: DetectOptions = {}): Promise
       return { stdout: '', error: `${file}: ${(e as Error).message}` };
     }
   };
-  const [nft4, legacy4] = await Promise.all([run(bin.nftSave, []), run(bin.legacySave, [])]);
+  // All four saves in one round: on a start-up with a CPU to spare they cost one process's time,
+  // and the chosen backend's IPv6 save is needed anyway (the iptables mode's leftovers are looked
+  // for in it).
+  const [nft4, legacy4, nft6, legacy6] = await Promise.all([run(bin.nftSave, []), run(bin.legacySave, []), run(bin.nftSave6, []), run(bin.legacySave6, [])]);
+  const nftRules = countRules(nft4.stdout) + countRules(nft6.stdout);
+  const legacyRules = countRules(legacy4.stdout) + countRules(legacy6.stdout);
   let preferred: Omit<Detection, 'unusable' | 'saved'>;
-  let nft6: Outcome | null = null;
-  let legacy6: Outcome | null = null;
-  if (hasHint(nft4.stdout)) preferred = { backend: 'nft', reason: 'hint-nft', nftRules: 0, legacyRules: 0 };
-  else {
-    // An nft hint in IPv6 still beats a legacy one; legacy's IPv6 rules matter only without a hint.
-    const legacyHint = hasHint(legacy4.stdout);
-    [nft6, legacy6] = await Promise.all([run(bin.nftSave6, []), legacyHint ? null : run(bin.legacySave6, [])]);
-    const nftRules = countRules(nft4.stdout) + countRules(nft6!.stdout);
-    const legacyRules = countRules(legacy4.stdout) + countRules(legacy6?.stdout ?? '');
-    if (hasHint(nft6!.stdout)) preferred = { backend: 'nft', reason: 'hint-nft', nftRules: 0, legacyRules: 0 };
-    else if (legacyHint || hasHint(legacy6?.stdout ?? '')) preferred = { backend: 'legacy', reason: 'hint-legacy', nftRules: 0, legacyRules: 0 };
-    else if (legacyRules > nftRules) preferred = { backend: 'legacy', reason: 'more-rules', nftRules, legacyRules };
-    else preferred = { backend: 'nft', reason: nftRules > 0 ? 'more-rules' : 'default', nftRules, legacyRules };
-  }
+  // An nft hint (in either family) beats a legacy one; rule counts matter only without a hint.
+  if (hasHint(nft4.stdout) || hasHint(nft6.stdout)) preferred = { backend: 'nft', reason: 'hint-nft', nftRules: 0, legacyRules: 0 };
+  else if (hasHint(legacy4.stdout) || hasHint(legacy6.stdout)) preferred = { backend: 'legacy', reason: 'hint-legacy', nftRules: 0, legacyRules: 0 };
+  else if (legacyRules > nftRules) preferred = { backend: 'legacy', reason: 'more-rules', nftRules, legacyRules };
+  else preferred = { backend: 'nft', reason: nftRules > 0 ? 'more-rules' : 'default', nftRules, legacyRules };
 
   // Usable: its IPv4 save worked and, with `probe`, it already has nat and filter tables (it
   // could create them) or it restores the probe.
@@ -156,7 +151,7 @@ export async function detectBackendWithReason(opts: DetectOptions = {}): Promise
   };
   const savedBy = (backend: Backend): Partial<Record<Family, string>> => {
     const [v4, v6] = backend === 'nft' ? [nft4, nft6] : [legacy4, legacy6];
-    return { ...(v4.error === null ? { ipv4: v4.stdout } : {}), ...(v6 && v6.error === null ? { ipv6: v6.stdout } : {}) };
+    return { ...(v4.error === null ? { ipv4: v4.stdout } : {}), ...(v6.error === null ? { ipv6: v6.stdout } : {}) };
   };
   const first = await check(preferred.backend);
   if (first === null) return { ...preferred, unusable: {}, saved: savedBy(preferred.backend) };

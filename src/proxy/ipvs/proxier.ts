@@ -40,12 +40,22 @@ export type { VerifyReport };
 
 export { formatPlan };
 
+/** The iptables drivers of both families (IPv6: none on a node without it). */
+export interface IptablesPair {
+  ipv4: Iptables;
+  ipv6: Iptables | null;
+}
+
 /** The kernel clients the proxier programs through. */
 export interface ProxierClients {
   ipvs: IpvsClient;
   ipset: IpsetClient;
   link: LinkClient;
-  iptables: { ipv4: Iptables; ipv6: Iptables | null };
+  /**
+   * The iptables drivers, or their promise: the daemon's first sync programs IPVS, ipsets and
+   * addresses while the backend is still being detected; only the iptables step waits for it.
+   */
+  iptables: IptablesPair | Promise<IptablesPair>;
   /** Separate sockets for the periodic verification's reads, so they never queue partial syncs' writes (default: the above). */
   read?: { ipvs: IpvsClient; ipset: IpsetClient; link: LinkClient };
 }
@@ -94,6 +104,7 @@ export class IpvsProxier {
   private observed: ObservedState | null = null;
   private nodePortAddresses: string[] = [];
   private readonly iptables: IptablesKeeper;
+  private readonly iptablesDrivers: Promise<IptablesPair>;
   /** Syncs and verification steps run one at a time, in the order they asked. */
   private readonly queue = new SerialQueue();
   /** The verification in flight, if any. */
@@ -119,6 +130,7 @@ export class IpvsProxier {
     this.errors = new ErrorReporter(o.logger, o.events);
     this.conntrack = new UdpConntrack(o.conntrack);
     this.iptables = new IptablesKeeper(o.stateDir);
+    this.iptablesDrivers = Promise.resolve(o.clients.iptables);
     this.verifier = new Verifier({
       read: o.clients.read ?? o.clients,
       dummyName: o.dummyName,
@@ -291,7 +303,7 @@ export class IpvsProxier {
     const result = await this.applyFor(p, scope);
     await this.conntrack.clean(this.tracker.state(), changed);
     phase('apply');
-    await this.iptables.sync(this.rules(), full);
+    await this.iptables.sync(await this.rules(), full);
     phase('iptables');
     const healthErrors = (await this.o.serviceHealth?.sync(this.index.healthChecks())) ?? [];
     phase('health');
@@ -381,11 +393,12 @@ export class IpvsProxier {
   }
 
   /** kube-proxy's IPVS-mode chains, per family (no ip6tables work on a node that never had IPv6 services, like kube-proxy's per-family proxiers). */
-  private rules(): FamilyRules[] {
+  private async rules(): Promise<FamilyRules[]> {
+    const drivers = await this.iptablesDrivers;
     const nonEmpty = new Set(this.index.allSets().filter((s) => this.index.ipsetEntries(s).size > 0));
     const hasIpv6 = this.index.counts().ipv6VirtualServers > 0;
     const out: FamilyRules[] = [];
-    for (const [family, ipt] of Object.entries(this.o.clients.iptables) as Array<['ipv4' | 'ipv6', Iptables | null]>) {
+    for (const [family, ipt] of Object.entries(drivers) as Array<['ipv4' | 'ipv6', Iptables | null]>) {
       if (!ipt || (family === 'ipv6' && !hasIpv6 && !this.iptables.has('ipv6'))) continue;
       const entries = (base: (typeof SET)[keyof typeof SET]) => this.index.ipsetEntries(setName(base, family)).keys();
       const noNodeAccess = lbNoNodeAccess(entries(SET.LOAD_BALANCER_FW), entries(SET.LOAD_BALANCER_SOURCE_IP));

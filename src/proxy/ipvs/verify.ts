@@ -193,7 +193,8 @@ export interface VerifyHost {
   node(scope: DesiredDelta, nodePortAddresses: string[]): Promise<void>;
   /** Plans and applies `scope`. */
   repair(scope: DesiredDelta): Promise<{ ops: number; errors: number }>;
-  rules(): FamilyRules[];
+  /** The wanted rules; waits for the iptables drivers (backend detection) at a daemon's start. */
+  rules(): Promise<FamilyRules[]>;
   /** Milliseconds until the next partial sync may start, 0 while one runs, below 0: no constraint (runner.nextSyncIn). */
   nextSyncIn(): number;
 }
@@ -298,9 +299,9 @@ export class Verifier {
       const addrs = (): Promise<string[]> => h.read.link.listAddresses(h.dummyName).catch((e) => (isNotFound(e) ? [] : Promise.reject(e)));
       await step(addrs, (list, touched, f) => foldAddresses(h.observed(), list, h.index.addresses(), touched, f));
       await pause();
-      const prints = await h.iptables.read(h.rules()); // iptables-save outside the queue
+      const prints = await h.iptables.read(await h.rules()); // iptables-save outside the queue
       await held(async () => {
-        r.iptablesRestores += (await h.iptables.sync(h.rules(), true, prints)).restores;
+        r.iptablesRestores += (await h.iptables.sync(await h.rules(), true, prints)).restores;
       });
     } finally {
       this.touched = null;

@@ -52,7 +52,8 @@ describe('iptables backend detection where nft cannot work', () => {
     const warn = r.lines.find((l) => l.msg === 'iptables backend nft cannot program the nat and filter tables here: using legacy');
     expect(warn, r.raw).toMatchObject({ backend: 'legacy', preferred: 'nft', preferredBecause: 'default' });
     expect(warn!.reason).toContain('Could not fetch rule set generation id');
-    expect(r.lines.find((l) => l.msg === 'starting')).toMatchObject({ mode: 'iptables', iptables: 'legacy' });
+    expect(r.lines.find((l) => l.msg === 'starting')).toMatchObject({ mode: 'iptables' });
+    expect(r.lines.find((l) => l.msg === 'iptables backend')).toMatchObject({ backend: 'legacy', reason: 'default' });
     expect(sh('iptables-legacy-save', '-t', 'nat')).toMatch(/^-A KUBE-SERVICES -d 10\.96\.0\.10\/32 .*-j KUBE-SVC-/m);
   });
 
