@@ -33,6 +33,8 @@ export interface ManifestObject {
   /** objectKey: `namespace/name` (Node: `name`). */
   key: string;
   object: Service | EndpointSlice | Node;
+  /** `object` as JSON text (the manifests source compares objects between reads by it). */
+  json: string;
   file: string;
   doc: number;
   /** Index within a `kind: List`, -1 for a top-level object. */
@@ -280,8 +282,9 @@ function addObject(out: ParsedManifest, file: string, doc: number, item: number,
   // NOTE: js-yaml returns substrings of its copy of the document (V8 sliced strings), which would
   // keep that copy alive as long as the object; a JSON round trip gives the object its own strings
   // and compact shapes (measured: 1.8 KiB per object held, 2.6 KiB when copying field by field).
-  const object = JSON.parse(JSON.stringify(result.value)) as typeof result.value;
-  out.objects.push({ kind, key: objectKey(object), object, file, doc, item });
+  const json = JSON.stringify(result.value);
+  const object = JSON.parse(json) as typeof result.value;
+  out.objects.push({ kind, key: objectKey(object), object, json, file, doc, item });
 }
 
 /** `ns/name` (or `name`) from raw metadata when present, else ''; quoted when not plain. */

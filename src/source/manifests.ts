@@ -55,7 +55,7 @@ interface Held extends Located {
   object?: ManifestObject['object'] | undefined;
 }
 
-const hold = (o: ManifestObject): Held => ({ kind: o.kind, key: o.key, file: o.file, doc: o.doc, item: o.item, json: JSON.stringify(o.object), object: o.object });
+const hold = (o: ManifestObject): Held => ({ kind: o.kind, key: o.key, file: o.file, doc: o.doc, item: o.item, json: o.json, object: o.object });
 
 interface FileState {
   /** sha256 of the content last parsed; null when the file could not be read (retried every round). */
