@@ -3,7 +3,7 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, exponentialBuckets, linearBuckets } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, exponentialBuckets, linearBuckets } from './prom.js';
 
 import type { HostPort } from '../config/net.js';
 import { PROXY_MODES } from '../config/schema.js';
@@ -33,7 +33,11 @@ export const NETWORK_PROGRAMMING_BUCKETS: readonly number[] = [
 
 /** Options of ProxyMetrics. */
 export interface ProxyMetricsOptions {
-  /** Also expose Node's process metrics (process_*, nodejs_*); default true. */
+  /**
+   * Also expose Node's process metrics (process_*, nodejs_*); default true. They are registered
+   * at the first scrape (their module is not loaded at start-up; see prom.ts), so the Node.js
+   * GC and event-loop figures count from then.
+   */
   defaultMetrics?: boolean;
   /** Wall clock in epoch milliseconds, for the *_timestamp_seconds gauges; default Date.now. */
   now?: () => number;
@@ -50,6 +54,8 @@ export interface ObjectCounts {
 /** The proxy's metrics, in a private registry. Durations are passed in milliseconds. */
 export class ProxyMetrics {
   readonly #registry = new Registry();
+  /** The default metrics are still to be registered (at the first expose()). */
+  #defaultMetrics: boolean;
   readonly #now: () => number;
   #mode: ProxyMode | undefined;
 
@@ -97,7 +103,7 @@ export class ProxyMetrics {
 
   constructor(options: ProxyMetricsOptions = {}) {
     this.#now = options.now ?? Date.now;
-    if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.#registry });
+    this.#defaultMetrics = options.defaultMetrics ?? true;
   }
 
   /** The Content-Type of expose()'s text. */
@@ -112,6 +118,10 @@ export class ProxyMetrics {
 
   /** Every metric in the Prometheus text format. */
   expose(): Promise<string> {
+    if (this.#defaultMetrics) {
+      this.#defaultMetrics = false;
+      collectDefaultMetrics({ register: this.#registry });
+    }
     return this.#registry.metrics();
   }
 
