@@ -67,6 +67,16 @@ function put(out: Dict, key: string, v: unknown): void {
   if (v !== undefined) out[key] = v;
 }
 
+/** An object of optional fields, in this order (absent ones left out); NOT_PLAIN when one of them is. */
+function optionals(fields: ReadonlyArray<readonly [string, unknown]>): Out<Dict> {
+  const out: Dict = {};
+  for (const [k, v] of fields) {
+    if (v === NOT_PLAIN) return NOT_PLAIN;
+    if (v !== undefined) out[k] = v;
+  }
+  return out;
+}
+
 /** metadataSchema */
 function metadata(v: unknown): Out<Service['metadata']> {
   if (!isDict(v)) return NOT_PLAIN;
@@ -193,13 +203,7 @@ type Ingress = Service['status']['loadBalancer']['ingress'][number];
 
 function ingress(v: unknown): Out<Ingress> {
   if (!isDict(v)) return NOT_PLAIN;
-  const ip = v.ip === undefined ? undefined : ipString(v.ip);
-  const hostname = optString(v.hostname);
-  if (ip === NOT_PLAIN || hostname === NOT_PLAIN) return NOT_PLAIN;
-  const out: Dict = {};
-  put(out, 'ip', ip);
-  put(out, 'hostname', hostname);
-  return out as Ingress;
+  return optionals([['ip', v.ip === undefined ? undefined : ipString(v.ip)], ['hostname', optString(v.hostname)]]) as Out<Ingress>;
 }
 
 /** status: the load balancer's ingress (defaults: no ingress). */
@@ -224,13 +228,7 @@ type Hints = NonNullable<Endpoint['hints']>;
 function hints(v: unknown): Out<Hints | undefined> {
   if (v === undefined) return undefined;
   if (!isDict(v)) return NOT_PLAIN;
-  const forZones = names(v.forZones);
-  const forNodes = names(v.forNodes);
-  if (forZones === NOT_PLAIN || forNodes === NOT_PLAIN) return NOT_PLAIN;
-  const out: Dict = {};
-  put(out, 'forZones', forZones);
-  put(out, 'forNodes', forNodes);
-  return out as Hints;
+  return optionals([['forZones', names(v.forZones)], ['forNodes', names(v.forNodes)]]) as Out<Hints>;
 }
 
 /** An endpoint. */
@@ -238,20 +236,9 @@ function endpoint(v: unknown): Out<Endpoint> {
   if (!isDict(v)) return NOT_PLAIN;
   const addresses = stringArray(v.addresses);
   if (addresses === NOT_PLAIN || addresses.length === 0) return NOT_PLAIN;
-  let conditions: Endpoint['conditions'] = {};
   const c = v.conditions;
-  if (c !== undefined) {
-    if (!isDict(c)) return NOT_PLAIN;
-    const ready = optBool(c.ready);
-    const serving = optBool(c.serving);
-    const terminating = optBool(c.terminating);
-    if (ready === NOT_PLAIN || serving === NOT_PLAIN || terminating === NOT_PLAIN) return NOT_PLAIN;
-    const co: Dict = {};
-    put(co, 'ready', ready);
-    put(co, 'serving', serving);
-    put(co, 'terminating', terminating);
-    conditions = co as Endpoint['conditions'];
-  }
+  const conditions = c === undefined ? {} : isDict(c) ? optionals([['ready', optBool(c.ready)], ['serving', optBool(c.serving)], ['terminating', optBool(c.terminating)]]) : NOT_PLAIN;
+  if (conditions === NOT_PLAIN) return NOT_PLAIN;
   const nodeName = optString(v.nodeName);
   const zone = optString(v.zone);
   const hostname = optString(v.hostname);
