@@ -127,6 +127,23 @@ export function findUmlKernel() {
 }
 
 /**
+ * UML's host processes map the guest's memory page by page: a guest process with a few hundred
+ * MiB resident (the cluster benchmark's, at 10,000 Services) needs more mappings than the host's
+ * default vm.max_map_count (65,530) allows, and UML then kills it with SIGKILL ("UML ran out of
+ * memory on the host side" in its kernel log). Raised once per host when it is lower and
+ * writable (a VM setting of the host, like the one Elasticsearch asks for; no network change).
+ */
+export const MIN_MAX_MAP_COUNT = 262_144;
+function raiseMaxMapCount() {
+  const file = '/proc/sys/vm/max_map_count';
+  try {
+    if (Number(readFileSync(file, 'utf8')) < MIN_MAX_MAP_COUNT) writeFileSync(file, String(MIN_MAX_MAP_COUNT));
+  } catch {
+    // not writable here (a container without the privilege): large guest processes may be killed
+  }
+}
+
+/**
  * Boots UML, runs `command` (argv array, or a string for /bin/sh -c) in `cwd` with a clean
  * environment (PATH, HOME=/root, KIP_IN_UML=1, a few host variables, then `env`), streams its
  * output to `output` and resolves to { code, timedOut, bootMs, totalMs }. `code` is the
@@ -136,6 +153,7 @@ export async function runInUml({ command, cwd = REPO_ROOT, env = {}, timeoutMs =
   if (!command || command.length === 0) throw new Error('runInUml: no command');
   if (!kernel) throw new Error(`${process.env.KIP_UML_KERNEL || 'linux.uml'} not found: install the Debian package user-mode-linux`);
   if (!existsSync(MODULES_DIR)) throw new Error(`${MODULES_DIR} missing: install the Debian package user-mode-linux`);
+  raiseMaxMapCount();
   const started = Date.now();
   const dir = mkdtempSync(join(tmpdir(), 'kip-uml-'));
   mkdirSync(join(dir, 'lib'));
