@@ -107,9 +107,9 @@ function firstLines(text: string): string {
  * Picks nft or legacy the way kubernetes-sigs/iptables-wrappers does: kubelet's hint chains
  * (KUBE-IPTABLES-HINT, KUBE-KUBELET-CANARY), else whichever backend holds more rules, else nft.
  * Reads full iptables-saves (a full save creates no table; `iptables-legacy-save -t mangle`
- * would), both backends' and both families' at once. Failing commands count as empty output. The preferred backend must then be usable (its IPv4 save
- * worked and, with `probe`, it holds nat and filter tables already or restores
- * {@link PROBE_INPUT}), else the other one is used if it is.
+ * would), both backends' and both families' at once. Failing commands count as empty output.
+ * The preferred backend must then be usable (its IPv4 save worked and, with `probe`, it holds nat
+ * and filter tables already or restores {@link PROBE_INPUT}), else the other one is used if it is.
  */
 export async function detectBackendWithReason(opts: DetectOptions = {}): Promise<Detection> {
   const exec = opts.exec ?? spawnExec;

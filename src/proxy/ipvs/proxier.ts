@@ -131,6 +131,7 @@ export class IpvsProxier {
     this.conntrack = new UdpConntrack(o.conntrack);
     this.iptables = new IptablesKeeper(o.stateDir);
     this.iptablesDrivers = Promise.resolve(o.clients.iptables);
+    this.iptablesDrivers.catch(() => {}); // a failure surfaces in the syncs that await it, not as an unhandled rejection
     this.verifier = new Verifier({
       read: o.clients.read ?? o.clients,
       dummyName: o.dummyName,
