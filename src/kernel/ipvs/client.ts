@@ -16,6 +16,8 @@ import {
   destinationId,
   destinationKeySchema,
   destinationSchema,
+  isPlainDestination,
+  isPlainDestinationKey,
   serviceId,
   serviceKeySchema,
   virtualServiceSchema,
@@ -122,10 +124,10 @@ class OpEncoder {
     const service = this.serviceKey(op.service, name);
     if (op.kind === 'deleteService') return { service };
     if (op.kind === 'deleteDestination') {
-      check(destinationKeySchema, op.destination, name, 'destination');
+      if (!isPlainDestinationKey(op.destination)) check(destinationKeySchema, op.destination, name, 'destination');
       return { service, dest: destinationKeyAttrs(op.destination) };
     }
-    check(destinationSchema, op.destination, name, 'destination');
+    if (!isPlainDestination(op.destination)) check(destinationSchema, op.destination, name, 'destination');
     return { service, dest: destinationAttrs(op.destination) };
   }
 }

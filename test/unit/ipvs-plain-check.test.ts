@@ -1,0 +1,39 @@
+// The IPVS client's zod-free check of real servers (types.ts isPlainDestination/-Key) against
+// the schemas it stands in for: whatever it passes, the schema must accept; valid real servers
+// must pass it (else the shortcut is never taken).
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+
+import { destinationKeySchema, destinationSchema, FORWARD_METHODS, isPlainDestination, isPlainDestinationKey } from '../../src/kernel/ipvs/types.js';
+
+const junk = fc.oneof(fc.constant(null), fc.constant(undefined), fc.double(), fc.constantFrom(-1, 1.5, 2 ** 53, 65536, 0x80000000, 2 ** 32, NaN, Infinity), fc.string({ maxLength: 4 }), fc.boolean(), fc.constant([]));
+const valid = {
+  address: fc.oneof(fc.ipV4(), fc.ipV6()),
+  port: fc.integer({ min: 0, max: 65535 }),
+  forward: fc.constantFrom(...FORWARD_METHODS),
+  weight: fc.integer({ min: 0, max: 0x7fffffff }),
+  upperThreshold: fc.integer({ min: 0, max: 0xffffffff }),
+  lowerThreshold: fc.integer({ min: 0, max: 0xffffffff }),
+};
+const mixed = Object.fromEntries(Object.entries(valid).map(([k, a]) => [k, fc.oneof({ weight: 6, arbitrary: a as fc.Arbitrary<unknown> }, { weight: 1, arbitrary: junk })]));
+
+describe('isPlainDestination / isPlainDestinationKey', () => {
+  it('pass every valid real server, as the schemas do', () => {
+    fc.assert(fc.property(fc.record(valid), (d) => {
+      expect(isPlainDestination(d)).toBe(true);
+      expect(isPlainDestinationKey(d)).toBe(true);
+      expect(destinationSchema.safeParse(d).success).toBe(true);
+    }), { numRuns: 2000 });
+  });
+
+  it('pass nothing the schemas reject (broken fields, missing ones, non-objects)', () => {
+    let passed = 0;
+    fc.assert(fc.property(fc.oneof({ weight: 9, arbitrary: fc.record(mixed, { requiredKeys: [] }) }, { weight: 1, arbitrary: junk }), (d) => {
+      if (isPlainDestination(d)) (passed++, expect(destinationSchema.safeParse(d).success).toBe(true));
+      if (isPlainDestinationKey(d)) expect(destinationKeySchema.safeParse(d).success).toBe(true);
+    }), { numRuns: 4000 });
+    expect(passed).toBeGreaterThan(100);
+    expect(isPlainDestination({ ...{ address: '10.0.0.1', port: 80, forward: 'masq', weight: 1, upperThreshold: 0, lowerThreshold: 0 }, weight: -1 })).toBe(false);
+    expect(isPlainDestinationKey({ address: '10.0.0.300', port: 80 })).toBe(false);
+  });
+});
