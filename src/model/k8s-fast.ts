@@ -22,7 +22,9 @@ function isDict(v: unknown): v is Dict {
   return typeof v === 'object' && v !== null && Object.getPrototypeOf(v) === OBJECT_PROTO;
 }
 
-const isPort = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 1 && (v as number) <= 65535;
+/** z.number().int().min(min).max(max) */
+const intIn = (v: unknown, min: number, max: number): v is number => Number.isSafeInteger(v) && (v as number) >= min && (v as number) <= max;
+const isPort = (v: unknown): v is number => intIn(v, 1, 65535);
 
 /** z.string().optional(): the value, or undefined when absent. */
 function optString(v: unknown): Out<string | undefined> {
@@ -143,7 +145,7 @@ function affinityConfig(v: unknown): Out<AffinityConfig | undefined> {
   if (!isDict(c)) return NOT_PLAIN;
   const t = c.timeoutSeconds;
   if (t === undefined) return { clientIP: {} };
-  return Number.isSafeInteger(t) && (t as number) >= 1 && (t as number) <= 86400 ? { clientIP: { timeoutSeconds: t as number } } : NOT_PLAIN;
+  return intIn(t, 1, 86400) ? { clientIP: { timeoutSeconds: t } } : NOT_PLAIN;
 }
 
 /** The Service's spec. */
