@@ -50,20 +50,26 @@ export interface ParsedManifest {
 }
 
 const OPTIONS = { schema: CORE_SCHEMA, maxDepth: MAX_DEPTH } as LoadOptions;
-const MARKER = /^(?:---|\.\.\.)(?=[ \t\r\n]|$)/gm;
 
-/** Parses and validates one file's text; `file` is used only to name locations. Never throws. */
-export function parseManifest(file: string, text: string): ParsedManifest {
+/**
+ * Parses and validates one file's content; `file` is used only to name locations. Never throws.
+ * Bytes must be UTF-8 (the caller checks; a string is encoded as UTF-8). The YAML stream is split
+ * into documents at the byte level and each document decoded on its own: no string of the whole
+ * file is made (one would be a fresh large object of the file's size).
+ */
+export function parseManifest(file: string, input: string | Uint8Array): ParsedManifest {
   const out: Parsing = { objects: [], errors: [], failed: false };
   try {
-    if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
-    const json = parseJson(text);
+    let buf = typeof input === 'string' ? Buffer.from(input, 'utf8') : Buffer.from(input.buffer, input.byteOffset, input.byteLength);
+    if (buf[0] === 0xef && buf[1] === 0xbb && buf[2] === 0xbf) buf = buf.subarray(3);
+    const json = parseJson(buf);
     if (json.ok) {
       addDocument(out, file, 0, json.value);
       return finish(out, file);
     }
-    if (!splittable(text)) {
+    if (!splittable(buf)) {
       // Directives or `...` markers: read the stream as a whole (a YAML error fails the file).
+      const text = buf.toString('utf8');
       let docs: unknown[];
       try {
         docs = loadAll(text, null, OPTIONS);
@@ -74,14 +80,15 @@ export function parseManifest(file: string, text: string): ParsedManifest {
       docs.every((value, doc) => (addDocument(out, file, doc, value), !out.stopped));
       return finish(out, file);
     }
+    const lines = new LineCounter(buf);
     let doc = 0;
-    for (const c of documents(text)) {
+    for (const [start, end] of documents(buf)) {
       if (out.stopped) break;
       let value: unknown;
       try {
-        value = loadDocument(c.text);
+        value = loadDocument(buf.toString('utf8', start, end));
       } catch (err) {
-        addError(out, { object: `${file}#${doc}`, reason: `invalid YAML: ${yamlError(err, c.line)}` });
+        addError(out, { object: `${file}#${doc}`, reason: `invalid YAML: ${yamlError(err, lines.at(start))}` });
         doc++;
         continue;
       }
@@ -190,44 +197,77 @@ function failFile(out: ParsedManifest, file: string, reason: string): ParsedMani
   return finish(out, file);
 }
 
-function parseJson(text: string): { ok: true; value: unknown } | { ok: false } {
-  const first = /\S/.exec(text)?.[0];
-  if (first !== '{' && first !== '[') return { ok: false };
+function parseJson(buf: Buffer): { ok: true; value: unknown } | { ok: false } {
+  let i = 0;
+  while (i < buf.length && isSpace(buf[i]!)) i++;
+  if (buf[i] !== 0x7b /* { */ && buf[i] !== 0x5b /* [ */) return { ok: false };
   try {
-    return { ok: true, value: JSON.parse(text) };
+    return { ok: true, value: JSON.parse(buf.toString('utf8')) };
   } catch {
     return { ok: false }; // YAML flow syntax, or broken: js-yaml reads it or names line and column.
   }
 }
 
-const END_MARKER = /^\.\.\.(?=[ \t\r\n]|$)/m;
-
-/** True when the stream can be split at its `---` lines (no directives, no `...` end markers). */
-function splittable(text: string): boolean {
-  return !text.startsWith('%') && !text.includes('\n%') && !END_MARKER.test(text);
+function isSpace(c: number): boolean {
+  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09 || c === 0x0b || c === 0x0c;
 }
 
-/** The documents of a splittable YAML stream, one at a time, with their first line (0-based). */
-function* documents(text: string): Generator<{ text: string; line: number }> {
-  MARKER.lastIndex = 0;
-  let m = MARKER.exec(text);
-  const head = text.slice(0, m?.index ?? text.length);
+/** True when the three bytes at `at` are `c` and at a line's start, followed by white space or the end. */
+function markerAt(buf: Buffer, at: number, c: number): boolean {
+  if (buf[at] !== c || buf[at + 1] !== c || buf[at + 2] !== c || (at > 0 && buf[at - 1] !== 0x0a)) return false;
+  const next = buf[at + 3];
+  return next === undefined || next === 0x20 || next === 0x09 || next === 0x0d || next === 0x0a;
+}
+
+/** The offset of the next line starting with the marker `ccc` at or after `from`; -1 when none. */
+function nextMarker(buf: Buffer, from: number, marker: string): number {
+  if (from === 0 && markerAt(buf, 0, marker.charCodeAt(0))) return 0;
+  for (let i = buf.indexOf(`\n${marker}`, Math.max(from - 1, 0)); i !== -1; i = buf.indexOf(`\n${marker}`, i + 1)) {
+    if (markerAt(buf, i + 1, marker.charCodeAt(0))) return i + 1;
+  }
+  return -1;
+}
+
+/**
+ * True when the stream can be split at its `---` lines: no directives, no `...` end markers, and
+ * no line ending in a lone CR (a line break to YAML that the byte-level split does not look for).
+ */
+export function splittable(buf: Buffer): boolean {
+  return buf[0] !== 0x25 /* % */ && buf.indexOf('\n%') === -1 && nextMarker(buf, 0, '...') === -1 && !loneCr(buf);
+}
+
+function loneCr(buf: Buffer): boolean {
+  for (let i = buf.indexOf(0x0d); i !== -1; i = buf.indexOf(0x0d, i + 1)) if (buf[i + 1] !== 0x0a) return true;
+  return false;
+}
+
+/** The [start, end) byte ranges of the documents of a splittable YAML stream (exported for tests). */
+export function* documents(buf: Buffer): Generator<[number, number]> {
+  let m = nextMarker(buf, 0, '---');
+  if (m === -1) {
+    if (buf.length > 0) yield [0, buf.length]; // one document (comments alone read as nothing)
+    return;
+  }
   // Content before the first `---` is a document; comments and blank lines alone are not.
-  if (/^[ \t]*[^#\s]/m.test(head)) yield { text: head, line: 0 };
-  let line = countLines(head, 0, head.length);
-  while (m !== null) {
-    const start = m.index;
-    m = MARKER.exec(text);
-    const end = m?.index ?? text.length;
-    yield { text: text.slice(start, end), line };
-    line += countLines(text, start, end);
+  if (m > 0 && /^[ \t]*[^#\s]/m.test(buf.toString('utf8', 0, m))) yield [0, m];
+  while (m !== -1) {
+    const start = m;
+    m = nextMarker(buf, start + 3, '---');
+    yield [start, m === -1 ? buf.length : m];
   }
 }
 
-function countLines(s: string, from: number, to: number): number {
-  let n = 0;
-  for (let i = s.indexOf('\n', from); i !== -1 && i < to; i = s.indexOf('\n', i + 1)) n++;
-  return n;
+/** 0-based line numbers of byte offsets, asked in increasing order (only for error messages). */
+export class LineCounter {
+  #offset = 0;
+  #line = 0;
+  constructor(readonly buf: Buffer) {}
+
+  at(offset: number): number {
+    for (let i = this.buf.indexOf(0x0a, this.#offset); i !== -1 && i < offset; i = this.buf.indexOf(0x0a, i + 1)) this.#line++;
+    this.#offset = offset;
+    return this.#line;
+  }
 }
 
 /** Throws when `value` expands (through aliases) to more nodes than its text can justify. */

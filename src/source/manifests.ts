@@ -13,6 +13,7 @@
 // is reported once, naming the file, and that file keeps its last good state; the other files are
 // read and applied as usual, at start-up and on every re-read. The same error is not reported
 // again until the file changes or its error does.
+import { isUtf8 } from 'node:buffer';
 import { createHash } from 'node:crypto';
 import { constants, watch, type FSWatcher } from 'node:fs';
 import { open, readdir, stat } from 'node:fs/promises';
@@ -64,8 +65,6 @@ interface FileState {
   /** The read error last reported for this file (reported again only when it changes). */
   readError?: string;
 }
-
-const UTF8 = new TextDecoder('utf-8', { fatal: true });
 
 const MANIFEST_NAME = /^[^.].*\.(ya?ml|json)$/i;
 
@@ -164,10 +163,11 @@ export class ManifestSource implements ProxySource {
     }
     this.#listError = undefined;
     const next = new Map<string, FileState>();
+    const scratch: Scratch = { buf: undefined };
     for (const file of files) {
       let state: FileState | undefined;
       try {
-        state = await this.#readFile(file);
+        state = await this.#readFile(file, scratch);
       } catch (err) {
         // Not expected (#readFile handles its own errors); still this file's error alone.
         state = this.#failed(file, `cannot read: ${(err as Error)?.message ?? String(err)}`);
@@ -180,20 +180,15 @@ export class ManifestSource implements ProxySource {
   }
 
   /** The new state of one file; undefined when it vanished. */
-  async #readFile(file: string): Promise<FileState | undefined> {
+  async #readFile(file: string, scratch: Scratch): Promise<FileState | undefined> {
     const prev = this.#files.get(file);
-    const read = await readBounded(file, this.#opts.maxFileBytes);
+    const read = await readBounded(file, this.#opts.maxFileBytes, scratch);
     if (read === undefined) return undefined;
     if (typeof read === 'string') return this.#failed(file, read);
     const digest = createHash('sha256').update(read).digest('base64');
     if (prev && prev.digest === digest) return prev;
-    let text: string;
-    try {
-      text = UTF8.decode(read);
-    } catch {
-      return this.#failed(file, 'not valid UTF-8 text', digest);
-    }
-    const parsed = parseManifest(file, text);
+    if (!isUtf8(read)) return this.#failed(file, 'not valid UTF-8 text', digest);
+    const parsed = parseManifest(file, read);
     parsed.errors.forEach((e) => this.#report(e));
     const objects = parsed.objects.map(hold);
     if (!parsed.failed || !prev) return { digest, objects };
@@ -261,10 +256,20 @@ export class ManifestSource implements ProxySource {
 }
 
 /**
- * A regular file's content, at most `max` bytes; a reason string when it cannot be used;
- * undefined when it does not exist. O_NONBLOCK: opening a FIFO must not hang the source.
+ * The buffer one round of reads shares: files are read one after another and each is parsed
+ * before the next is read, so one allocation serves them all (each fresh buffer of a file's size
+ * is memory the kernel must map anew).
  */
-async function readBounded(file: string, max: number): Promise<Buffer | string | undefined> {
+interface Scratch {
+  buf: Buffer | undefined;
+}
+
+/**
+ * A regular file's content, at most `max` bytes, in `scratch.buf` (valid until the next read
+ * into it); a reason string when it cannot be used; undefined when it does not exist.
+ * O_NONBLOCK: opening a FIFO must not hang the source.
+ */
+async function readBounded(file: string, max: number, scratch: Scratch): Promise<Buffer | string | undefined> {
   let fh;
   try {
     fh = await open(file, constants.O_RDONLY | constants.O_NONBLOCK);
@@ -280,7 +285,8 @@ async function readBounded(file: string, max: number): Promise<Buffer | string |
       if (!st.isFile()) return 'not a regular file';
       if (st.size > max) return `too large: ${st.size} bytes, the limit is ${max}`;
       // One byte more than fstat said: a file that grew meanwhile is read again.
-      const buf = Buffer.allocUnsafe(st.size + 1);
+      if (!scratch.buf || scratch.buf.length < st.size + 1) scratch.buf = Buffer.allocUnsafe(Math.max(st.size + 1, Math.min(2 * (scratch.buf?.length ?? 0), max + 1)));
+      const buf = scratch.buf.subarray(0, st.size + 1);
       let n = 0;
       for (let r; n < buf.length && (r = await fh.read(buf, n, buf.length - n, n)).bytesRead > 0; ) n += r.bytesRead;
       if (n < buf.length) return buf.subarray(0, n);
