@@ -19,6 +19,7 @@ import type { EndpointSlice, Node, Service } from '../model/k8s.js';
 import type { ObjectError } from '../model/service.js';
 import { quote } from './names.js';
 import { formatPath, isSourceKind, validate, type SourceKind } from './validate.js';
+import { readBlockYaml, UNSUPPORTED } from './yaml-block.js';
 
 /** Deepest nesting of collections accepted in a YAML document. */
 export const MAX_DEPTH = 128;
@@ -118,7 +119,8 @@ function finish(out: Parsing, file: string): ParsedManifest {
 }
 
 function loadDocument(text: string): unknown {
-  if (text.startsWith('---') && !/\S/.test(text.slice(3))) return null; // a bare `---`
+  const fast = readBlockYaml(text, UNREAD_VALUES);
+  if (fast !== UNSUPPORTED) return fast;
   const stripped = stripUnread(text);
   if (stripped !== text) {
     try {
@@ -135,6 +137,13 @@ function loadDocument(text: string): unknown {
 }
 
 const EMPTY: Record<string, string> = { managedFields: '[]', ownerReferences: '[]', targetRef: '{}' };
+/** The values unread fields get (as js-yaml reads stripUnread's text): for the fast reader. */
+export const UNREAD_VALUES: ReadonlyMap<string, () => unknown> = new Map<string, () => unknown>([
+  ['managedFields', () => []],
+  ['ownerReferences', () => []],
+  ['targetRef', () => ({})],
+  ['kubectl.kubernetes.io/last-applied-configuration', () => ''],
+]);
 const UNREAD = /^( *)(managedFields|ownerReferences|targetRef|kubectl\.kubernetes\.io\/last-applied-configuration):(?=[ \t\r\n]|$)/gm;
 
 /**
