@@ -4,14 +4,17 @@
 // (empty documents count); objects inside a `kind: List` carry `items[i]` in their field paths.
 //
 // Parsing: JSON text goes to JSON.parse; YAML is split at its `---` lines (in YAML 1.2 such a line
-// always starts a document) and each document is read by js-yaml (core schema: no timestamps, no
-// merge keys, no custom tags), so a broken document fails alone. Hostile input is bounded: nesting
-// deeper than MAX_DEPTH and alias expansion beyond MAX_EXPANSION (alias bombs, self-references)
-// are a document's error; nothing this module calls may throw out of parseManifest.
+// always starts a document; the split is made on the bytes, each document decoded alone), so a
+// broken document fails alone. Each document is read by the fast block-YAML reader
+// (yaml-block.ts), which builds exactly what js-yaml would and declines anything else; what it
+// declines is read by js-yaml (core schema: no timestamps, no merge keys, no custom tags), which
+// names line and column of an error. Hostile input is bounded: nesting deeper than MAX_DEPTH and
+// alias expansion beyond MAX_EXPANSION (alias bombs, self-references) are a document's error;
+// nothing this module calls may throw out of parseManifest.
 // Fields no proxy reads and that make up most of a real manifest (metadata.managedFields and
-// ownerReferences, endpoints' targetRef, the last-applied annotation) are blanked in the text
-// before js-yaml sees it (lines kept, so positions in errors stay right); a document that then
-// fails is read again unchanged.
+// ownerReferences, endpoints' targetRef, the last-applied annotation) are not read: the fast
+// reader passes over them, and for js-yaml they are blanked in the text (lines kept, so positions
+// in errors stay right); a document that then fails is read again unchanged.
 import { CORE_SCHEMA, load, loadAll, YAMLException, type LoadOptions } from 'js-yaml';
 
 import { objectKey } from '../model/k8s.js';
@@ -19,7 +22,7 @@ import type { EndpointSlice, Node, Service } from '../model/k8s.js';
 import type { ObjectError } from '../model/service.js';
 import { quote } from './names.js';
 import { formatPath, isSourceKind, validate, type SourceKind } from './validate.js';
-import { readBlockYaml, UNSUPPORTED } from './yaml-block.js';
+import { balanced, blockEnd, readBlockYaml, UNSUPPORTED } from './yaml-block.js';
 
 /** Deepest nesting of collections accepted in a YAML document. */
 export const MAX_DEPTH = 128;
@@ -163,25 +166,9 @@ export function stripUnread(text: string): string {
   for (let m = UNREAD.exec(text); m !== null; m = UNREAD.exec(text)) {
     if (m.index < done) continue;
     if (!balanced(text, done, m.index)) break;
-    const indent = m[1]!.length;
-    const empty = EMPTY[m[2]!] ?? '""';
-    let end = text.indexOf('\n', m.index);
-    if (end === -1) end = text.length;
-    let lines = 0;
-    while (end < text.length) {
-      // The next line: its indentation, and whether it is blank, a comment or a `- ` entry.
-      let i = end + 1;
-      while (text.charCodeAt(i) === 0x20) i++;
-      const c = text.charCodeAt(i);
-      const blank = i >= text.length || c === 0x0a || c === 0x0d || c === 0x23 /* # */;
-      const after = text.charCodeAt(i + 1);
-      const entry = i - end - 1 === indent && c === 0x2d /* - */ && (after === 0x20 || after === 0x09 || after === 0x0a || after === 0x0d || i + 1 >= text.length);
-      if (!blank && i - end - 1 <= indent && !entry) break;
-      lines++;
-      const next = text.indexOf('\n', i);
-      end = next === -1 ? text.length : next;
-    }
-    parts.push(text.slice(done, m.index), `${m[0]} ${empty}`, '\n'.repeat(lines));
+    const end = blockEnd(text, m.index, m[1]!.length);
+    const lines = countLines(text, m.index, end);
+    parts.push(text.slice(done, m.index), `${m[0]} ${EMPTY[m[2]!] ?? '""'}`, '\n'.repeat(lines));
     done = end;
     UNREAD.lastIndex = end;
   }
@@ -189,16 +176,10 @@ export function stripUnread(text: string): string {
   return parts.join('');
 }
 
-/** True when every line in text[from, to) has as many closing brackets as opening ones. */
-function balanced(text: string, from: number, to: number): boolean {
-  let depth = 0;
-  for (let i = from; i < to; i++) {
-    const c = text.charCodeAt(i);
-    if (c === 0x5b || c === 0x7b) depth++;
-    else if (c === 0x5d || c === 0x7d) depth--;
-    else if (c === 0x0a && depth !== 0) return false;
-  }
-  return depth === 0;
+function countLines(s: string, from: number, to: number): number {
+  let n = 0;
+  for (let i = s.indexOf('\n', from); i !== -1 && i < to; i = s.indexOf('\n', i + 1)) n++;
+  return n;
 }
 
 function failFile(out: ParsedManifest, file: string, reason: string): ParsedManifest {

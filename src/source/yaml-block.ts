@@ -269,38 +269,50 @@ class Reader {
 
   /** stripUnread's rule: no skipping once a line before this one has unbalanced brackets. */
   #skippable(): boolean {
-    if (this.#unbalanced) return false;
-    const s = this.s;
-    let depth = 0;
-    for (let i = this.#skippedTo; i < this.pos; i++) {
-      const c = s.charCodeAt(i);
-      if (c === 0x5b || c === 0x7b) depth++;
-      else if (c === 0x5d || c === 0x7d) depth--;
-      else if (c === NL && depth !== 0) break;
-    }
-    this.#unbalanced = depth !== 0;
+    if (!this.#unbalanced && !balanced(this.s, this.#skippedTo, this.pos)) this.#unbalanced = true;
     return !this.#unbalanced;
   }
 
-  /** Passes over the key's line and its block: deeper lines, `- ` entries at `indent`, blank and comment lines. */
+  /** Passes over the key's line at `pos` and its block (see blockEnd). */
   #skipBlock(indent: number): void {
-    const s = this.s;
-    let end = s.indexOf('\n', this.pos);
-    if (end === -1) end = s.length;
-    while (end < s.length) {
-      let i = end + 1;
-      while (s.charCodeAt(i) === SPACE) i++;
-      const c = s.charCodeAt(i);
-      const blank = i >= s.length || c === NL || c === 0x0d || c === HASH;
-      const after = s.charCodeAt(i + 1);
-      const entry = i - end - 1 === indent && c === 0x2d && (after === SPACE || after === 0x09 || after === NL || after === 0x0d || i + 1 >= s.length);
-      if (!blank && i - end - 1 <= indent && !entry) break;
-      const next = s.indexOf('\n', i);
-      end = next === -1 ? s.length : next;
-    }
+    const end = blockEnd(this.s, this.pos, indent);
     this.#skippedTo = end;
-    this.pos = end >= s.length ? s.length : end + 1;
+    this.pos = end >= this.s.length ? this.s.length : end + 1;
   }
+}
+
+/** True when every line in s[from, to) has as many closing brackets as opening ones. */
+export function balanced(s: string, from: number, to: number): boolean {
+  let depth = 0;
+  for (let i = from; i < to; i++) {
+    const c = s.charCodeAt(i);
+    if (c === 0x5b || c === 0x7b) depth++;
+    else if (c === 0x5d || c === 0x7d) depth--;
+    else if (c === NL && depth !== 0) return false;
+  }
+  return depth === 0;
+}
+
+/**
+ * The end (the offset of its last line break, or the text's end) of the block of the key whose
+ * line starts at `lineStart` with `indent` spaces: the key's line, then every line indented
+ * deeper, every `- ` entry at the key's indentation, and blank and comment lines between.
+ */
+export function blockEnd(s: string, lineStart: number, indent: number): number {
+  let end = s.indexOf('\n', lineStart);
+  if (end === -1) return s.length;
+  while (end < s.length) {
+    let i = end + 1;
+    while (s.charCodeAt(i) === SPACE) i++;
+    const c = s.charCodeAt(i);
+    const blank = i >= s.length || c === NL || c === 0x0d || c === HASH;
+    const after = s.charCodeAt(i + 1);
+    const entry = i - end - 1 === indent && c === 0x2d && (after === SPACE || after === 0x09 || after === NL || after === 0x0d || i + 1 >= s.length);
+    if (!blank && i - end - 1 <= indent && !entry) break;
+    const next = s.indexOf('\n', i);
+    end = next === -1 ? s.length : next;
+  }
+  return end;
 }
 
 /** A plain scalar may start at p (not an indicator; `-`, `?` and `:` only before a non-space). */
