@@ -192,6 +192,6 @@ export async function periodic({ daemon, periodMs, periods, log }) {
 
 /** RSS (from /proc) and heap used (from /metrics) of the running daemon, MiB. */
 export async function memory(daemon) {
-  const m = await daemon.metrics();
-  return { rss: daemon.rssMiB(), heap: workOf(m).heapMiB };
+  const w = workOf(await daemon.metrics());
+  return { rss: daemon.rssMiB(), heap: w.heapMiB, heapTotal: w.heapTotalMiB, external: w.externalMiB };
 }

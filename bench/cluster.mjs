@@ -124,6 +124,9 @@ async function runSize(n, probe) {
     r.soak = await soak(p.daemon, probe, cluster, api);
     const last = r.soak.rss.at(-1);
     console.log(`  soak: ${SOAK_MIN} min of churn at 50 changes/s: RSS after cold start ${MiB(r.memCold.rss)}, per minute ${r.soak.rss.map(MiB).join(' ')}; last ${MiB(last)} (${(((last - r.memCold.rss) / r.memCold.rss) * 100).toFixed(1)}% over the cold start), max ${MiB(Math.max(...r.soak.rss))}; heap last ${MiB(r.soak.heap.at(-1))}; 45 s after the last change RSS ${MiB(r.soak.idle.rss)} (${(((r.soak.idle.rss - r.memCold.rss) / r.memCold.rss) * 100).toFixed(1)}% over the cold start), heap ${MiB(r.soak.idle.heap)}; event->kernel p99 per minute max ${msf(Math.max(...r.soak.p99))}, median ${msf(median(r.soak.p99))}`);
+    // RSS outside V8's heap (native: glibc, the addon's buffers, code, stacks): growing minute by minute would be a native leak.
+    const outside = (m) => `${MiB(m.rss - m.heapTotal - m.external)}`;
+    console.log(`    outside V8's heap and external memory: after cold start ${outside(r.memCold)}, per minute ${r.soak.rss.map((rss, k) => outside({ rss, heapTotal: r.soak.heapTotal[k], external: r.soak.external[k] })).join(' ')}, 45 s after the last change ${outside(r.soak.idle)}; V8 heap committed per minute ${r.soak.heapTotal.map(MiB).join(' ')}`);
   }
 
   const restartArgs = [...args, '--ipvs-sync-period', `${PERIOD_MS / 1000}s`];
@@ -153,13 +156,15 @@ async function settledMemory(daemon) {
 
 /** Churn minute after minute; RSS, heap and the minute's p99 after each. */
 async function soak(daemon, probe, cluster, api) {
-  const out = { rss: [], heap: [], p99: [] };
+  const out = { rss: [], heap: [], heapTotal: [], external: [], p99: [] };
   for (let m = 1; m <= SOAK_MIN; m++) {
     step(`soak minute ${m}/${SOAK_MIN}`);
     const c = await churn({ daemon, probe, cluster, api, ...CHURN, seconds: 60 });
     const mem = await memory(daemon);
     out.rss.push(mem.rss);
     out.heap.push(mem.heap);
+    out.heapTotal.push(mem.heapTotal);
+    out.external.push(mem.external);
     out.p99.push(c.p99);
   }
   // Then no changes: the daemon's next sync period (30 s by default) and its verification pass.

@@ -111,6 +111,8 @@ export function workOf(m) {
     syncSeconds: sum(m, 'kubeproxy_sync_proxy_rules_duration_seconds_sum'),
     fullSyncs: sum(m, 'kubeproxy_sync_full_proxy_rules_duration_seconds_count'),
     heapMiB: sum(m, 'nodejs_heap_size_used_bytes') / 2 ** 20,
+    heapTotalMiB: sum(m, 'nodejs_heap_size_total_bytes') / 2 ** 20,
+    externalMiB: sum(m, 'nodejs_external_memory_bytes') / 2 ** 20,
   };
 }
 
