@@ -39,6 +39,7 @@ const SOAK_MIN = Number(opt['soak-minutes']);
 /** RSS is read this long after the first sync (the daemon returns the start-up garbage right after it). */
 const SETTLE_MS = 3000;
 const DIR = '/dev/shm/kip-cluster-bench'; // tmpfs inside UML
+// KIP_BENCH_LOG: the daemons' log file (e.g. on the host's /tmp, which UML sees); KIP_BENCH_V: their --v (2: debug).
 const LOG = process.env.KIP_BENCH_LOG ?? `${DIR}/daemon.log`;
 const TOKEN = 'bench-token-0123456789';
 const started = Date.now();
@@ -49,7 +50,7 @@ const MiB = (x) => `${x.toFixed(0)} MiB`;
 const s = (ms) => `${(ms / 1000).toFixed(2)} s`;
 const msf = (ms) => `${ms.toFixed(0)} ms`;
 const mem = (m) => `RSS ${MiB(m.rss)}, heap ${MiB(m.heap)}`;
-const commonArgs = ['--hostname-override', NODE_NAME, '--cluster-cidr', CLUSTER_CIDR, '--proxy-mode', 'ipvs'];
+const commonArgs = [...(process.env.KIP_BENCH_V ? ['--v', process.env.KIP_BENCH_V] : []), '--hostname-override', NODE_NAME, '--cluster-cidr', CLUSTER_CIDR, '--proxy-mode', 'ipvs'];
 
 /** The cluster's objects and what the kernel should hold; `pick` draws a service at random. */
 function makeCluster(n) {

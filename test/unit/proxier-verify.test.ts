@@ -193,6 +193,51 @@ describe('verification beside partial syncs', () => {
   });
 });
 
+describe('verification gate estimates', () => {
+  afterEach(() => void vi.useRealTimers());
+
+  it("the virtual-server list, a verification's first large read, is gated by how long it took last time", async () => {
+    const READ_MS = 20;
+    let reading = 0;
+    const slow = new Proxy(ipvs, {
+      get(target, prop, receiver) {
+        if (prop !== 'listServices') return Reflect.get(target, prop, receiver);
+        return async () => {
+          reading++;
+          await new Promise((r) => setTimeout(r, READ_MS));
+          reading--;
+          return target.listServices();
+        };
+      },
+    });
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setImmediate', 'clearImmediate', 'Date'] });
+    let running = false;
+    let nextAt = Infinity;
+    const { proxier: p } = await programmed(slow, {
+      now: () => Date.now(),
+      nextSyncIn: () => (running ? 0 : nextAt > Date.now() ? nextAt - Date.now() : -1),
+    });
+    const verify = async (): Promise<number> => {
+      await p.sync({ periodic: true });
+      nextAt = Date.now() + 10; // a partial sync may start in 10 ms: less than the list takes
+      let done = false;
+      void p.verified().then(() => (done = true));
+      let overlaps = 0;
+      while (!done) {
+        await vi.advanceTimersByTimeAsync(1);
+        if (running || Date.now() < nextAt) continue;
+        running = true;
+        if (reading > 0) overlaps++;
+        nextAt = Infinity;
+        void p.sync().finally(() => (running = false));
+      }
+      return overlaps;
+    };
+    await verify(); // learns how long the list takes
+    expect(await verify()).toBe(0);
+  });
+});
+
 describe('restart over a programmed kernel', () => {
   function restarted(stateDir?: string, read?: IpvsClient) {
     const p = new IpvsProxier({

@@ -207,6 +207,13 @@ export interface VerifyHost {
  */
 export class Verifier {
   private touched: DesiredDelta | null = null;
+  /**
+   * How long each kind of step took last time (`services`, `destinations`, `set:<name>`,
+   * `addresses`, `iptables`): the gate's estimate for the next one of its kind. Without it a
+   * step's estimate is the step before it, and the first large read of a verification (the whole
+   * virtual-server list, after the small node step) would start however close the next sync is.
+   */
+  readonly #stepMs = new Map<string, number>();
 
   constructor(private readonly host: VerifyHost) {}
 
@@ -244,19 +251,23 @@ export class Verifier {
     };
     let stepAt = h.now();
     let lastStepMs = 0;
+    let lastKind: string | undefined;
     const sleep = (ms: number): Promise<void> => new Promise<void>((res) => (ms >= 1 ? setTimeout(res, ms) : setImmediate(res)));
-    const pause = async (): Promise<void> => {
+    const pause = async (kind: string): Promise<void> => {
       lastStepMs = Math.max(0, h.now() - stepAt);
+      if (lastKind !== undefined) this.#stepMs.set(lastKind, lastStepMs);
+      lastKind = kind;
       await sleep(paced ? Math.min(250, lastStepMs) : 0);
+      const expected = this.#stepMs.get(kind) ?? lastStepMs;
       const until = paced ? h.nextSyncIn() : -1;
-      if (until >= 0 && until < lastStepMs * 1.5 + GATE_MARGIN_MS) {
+      if (until >= 0 && until < expected * 1.5 + GATE_MARGIN_MS) {
         await sleep(until + GATE_MARGIN_MS); // the sync's timer fires first...
         await h.serial(async () => {}); // ...and this waits until it is done
       }
       stepAt = h.now();
     };
-    const step = async <T>(readFn: () => Promise<T>, fold: (value: T, touched: DesiredDelta, f: Fold) => void): Promise<void> => {
-      await pause();
+    const step = async <T>(kind: string, readFn: () => Promise<T>, fold: (value: T, touched: DesiredDelta, f: Fold) => void): Promise<void> => {
+      await pause(kind);
       await h.serial(async () => void (this.touched = emptyDelta())); // no partial sync is half-way
       const value = await readFn();
       r.steps++;
@@ -278,11 +289,11 @@ export class Verifier {
         await repair(scope);
       });
       let listed: ReturnType<typeof foldServices> = { keys: [], unread: new Set() };
-      await step(() => h.read.ipvs.listServices(), (list, touched, f) => (listed = foldServices(h.observed(), list, h.index.virtualServers(), touched, f)));
+      await step('services', () => h.read.ipvs.listServices(), (list, touched, f) => (listed = foldServices(h.observed(), list, h.index.virtualServers(), touched, f)));
       const { keys, unread } = listed;
       for (let i = 0; i < keys.length; i += VERIFY_CHUNK) {
         const chunk = keys.slice(i, i + VERIFY_CHUNK);
-        await step(() => h.read.ipvs.listDestinationsMany(chunk), (dests, touched, f) => foldDestinations(h.observed(), chunk, dests, unread, touched, f));
+        await step('destinations', () => h.read.ipvs.listDestinationsMany(chunk), (dests, touched, f) => foldDestinations(h.observed(), chunk, dests, unread, touched, f));
       }
       for (const set of new Set([...OWNED_SETS.map((s) => s.spec.name), ...h.index.allSets()])) {
         const list = async (): Promise<string[] | null> => {
@@ -294,15 +305,16 @@ export class Verifier {
             throw e;
           }
         };
-        await step(list, (entries, touched, f) => foldSet(h.observed(), set, entries, h.index.ipsetEntries(set), touched, f));
+        await step(`set:${set}`, list, (entries, touched, f) => foldSet(h.observed(), set, entries, h.index.ipsetEntries(set), touched, f));
       }
       const addrs = (): Promise<string[]> => h.read.link.listAddresses(h.dummyName).catch((e) => (isNotFound(e) ? [] : Promise.reject(e)));
-      await step(addrs, (list, touched, f) => foldAddresses(h.observed(), list, h.index.addresses(), touched, f));
-      await pause();
+      await step('addresses', addrs, (list, touched, f) => foldAddresses(h.observed(), list, h.index.addresses(), touched, f));
+      await pause('iptables');
       const prints = await h.iptables.read(await h.rules()); // iptables-save outside the queue
       await held(async () => {
         r.iptablesRestores += (await h.iptables.sync(await h.rules(), true, prints)).restores;
       });
+      this.#stepMs.set('iptables', Math.max(0, h.now() - stepAt));
     } finally {
       this.touched = null;
     }
