@@ -193,7 +193,7 @@ async function runWithSource(config: Config, logger: Logger, nodeName: string, {
     await proxier.sync({ periodic });
     // A periodic sync starts the verification, which reads the whole kernel table in steps:
     // memory is looked at once it is done, so its garbage is returned too.
-    if (periodic && ipvsProxier) void ipvsProxier.verified().then(() => memory.afterSync(), () => undefined);
+    if (periodic && ipvsProxier) void ipvsProxier.verified().then(() => memory.afterVerification(), () => undefined);
     else memory.afterSync();
   }, {
     minIntervalMs: config.minSyncPeriodMs,

@@ -82,6 +82,18 @@ export class MemoryKeeper {
     this.#arm();
   }
 
+  /**
+   * Call when the periodic verification is done. While changes come (no QUIET_MS without one),
+   * memory is not looked at now: a release would land wherever the verification happened to end,
+   * e.g. in the middle of the next sync (measured: ~0.2 s of GC inside a partial sync at 10,000
+   * Services); the next sync's afterSync() looks right after itself instead, and a full release
+   * once it is quiet is armed here. Otherwise (quiet, or before the first release) as afterSync().
+   */
+  afterVerification(): void {
+    if (!this.#released || this.#quietFor() >= QUIET_MS) return this.afterSync();
+    if (!this.#deferred && this.#grown()) this.#arm();
+  }
+
   #grown(): boolean {
     return this.#rss() > this.#baseline * GROWTH;
   }

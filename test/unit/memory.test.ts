@@ -46,6 +46,26 @@ function keeper(intervalMs = 30_000) {
 }
 
 describe('MemoryKeeper', () => {
+  it('after a verification: no release while changes come (the next sync looks), a full one once quiet; at once when already quiet', () => {
+    const t = keeper();
+    t.k.afterSync();
+    t.flush(); // the first release
+    t.calls.length = 0;
+    t.grow(50);
+    t.advance(1_000);
+    t.change();
+    t.advance(500);
+    t.k.afterVerification(); // a change 0.5 s ago: a release now could land in the next sync
+    t.flush();
+    expect(t.calls).toEqual([]);
+    t.advance(QUIET_MS); // then no change: the armed check releases
+    expect(t.calls).toEqual(['full']);
+    t.grow(50);
+    t.k.afterVerification(); // quiet for QUIET_MS already: at once (deferred past the caller)
+    t.flush();
+    expect(t.calls).toEqual(['full', 'full']);
+  });
+
   it('runs one release after the first sync, deferred past it, and logs it', () => {
     const t = keeper();
     t.grow(50);
