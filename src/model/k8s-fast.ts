@@ -8,6 +8,7 @@
 // JavaScript item of the initial list's profile. test/unit/k8s-fast.test.ts holds the two
 // equal on random objects, valid and broken.
 import { familyOf } from './ip.js';
+import { ADDRESS_TYPES, IP_FAMILIES, K8S_PROTOCOLS, SERVICE_TYPES, SESSION_AFFINITIES, TRAFFIC_POLICIES } from './k8s.js';
 import type { EndpointSlice, Service } from './k8s.js';
 
 /** The object is not in the plain form this file decodes: let the zod schema parse it. */
@@ -57,13 +58,6 @@ function oneOf<T extends string>(v: unknown, values: readonly T[], dflt?: T): Ou
   return values.includes(v as T) ? (v as T) : NOT_PLAIN;
 }
 
-const PROTOCOLS = ['TCP', 'UDP', 'SCTP'] as const;
-const SERVICE_TYPES = ['ClusterIP', 'NodePort', 'LoadBalancer', 'ExternalName'] as const;
-const POLICIES = ['Cluster', 'Local'] as const;
-const AFFINITIES = ['None', 'ClientIP'] as const;
-const FAMILIES = ['IPv4', 'IPv6'] as const;
-const ADDRESS_TYPES = ['IPv4', 'IPv6', 'FQDN'] as const;
-
 /** Sets `out[key]` unless the value is undefined (an absent optional key is left out, as zod does). */
 function put(out: Dict, key: string, v: unknown): void {
   if (v !== undefined) out[key] = v;
@@ -101,7 +95,7 @@ function metadata(v: unknown): Out<Service['metadata']> {
 function servicePort(v: unknown): Out<Service['spec']['ports'][number]> {
   if (!isDict(v)) return NOT_PLAIN;
   const name = v.name === undefined ? '' : v.name;
-  const protocol = oneOf(v.protocol, PROTOCOLS, 'TCP');
+  const protocol = oneOf(v.protocol, K8S_PROTOCOLS, 'TCP');
   const { port, targetPort, nodePort } = v;
   if (typeof name !== 'string' || protocol === NOT_PLAIN || !isPort(port)) return NOT_PLAIN;
   if (targetPort !== undefined && typeof targetPort !== 'string' && !Number.isSafeInteger(targetPort)) return NOT_PLAIN;
@@ -154,14 +148,14 @@ function serviceSpec(v: unknown): Out<Service['spec']> {
   const type = oneOf(v.type, SERVICE_TYPES, 'ClusterIP');
   const clusterIP = optString(v.clusterIP);
   const clusterIPs = v.clusterIPs === undefined ? undefined : stringArray(v.clusterIPs);
-  const ipFamilies = v.ipFamilies === undefined ? undefined : arrayOf(v.ipFamilies, (x) => oneOf(x, FAMILIES));
+  const ipFamilies = v.ipFamilies === undefined ? undefined : arrayOf(v.ipFamilies, (x) => oneOf(x, IP_FAMILIES));
   const ports = v.ports === undefined ? [] : arrayOf(v.ports, servicePort);
   const externalIPs = v.externalIPs === undefined ? [] : arrayOf(v.externalIPs, ipString);
   const loadBalancerSourceRanges = v.loadBalancerSourceRanges === undefined ? [] : stringArray(v.loadBalancerSourceRanges);
-  const externalTrafficPolicy = oneOf(v.externalTrafficPolicy, POLICIES, 'Cluster');
-  const internalTrafficPolicy = oneOf(v.internalTrafficPolicy, POLICIES, 'Cluster');
+  const externalTrafficPolicy = oneOf(v.externalTrafficPolicy, TRAFFIC_POLICIES, 'Cluster');
+  const internalTrafficPolicy = oneOf(v.internalTrafficPolicy, TRAFFIC_POLICIES, 'Cluster');
   const { healthCheckNodePort } = v;
-  const sessionAffinity = oneOf(v.sessionAffinity, AFFINITIES, 'None');
+  const sessionAffinity = oneOf(v.sessionAffinity, SESSION_AFFINITIES, 'None');
   const sessionAffinityConfig = affinityConfig(v.sessionAffinityConfig);
   const externalName = optString(v.externalName);
   const trafficDistribution = optString(v.trafficDistribution);
@@ -257,7 +251,7 @@ function endpoint(v: unknown): Out<Endpoint> {
 function slicePort(v: unknown): Out<EndpointSlice['ports'][number]> {
   if (!isDict(v)) return NOT_PLAIN;
   const name = v.name === undefined ? '' : v.name;
-  const protocol = oneOf(v.protocol, PROTOCOLS, 'TCP');
+  const protocol = oneOf(v.protocol, K8S_PROTOCOLS, 'TCP');
   const { port } = v;
   if (typeof name !== 'string' || protocol === NOT_PLAIN || (port !== undefined && !isPort(port))) return NOT_PLAIN;
   const out: Dict = { name, protocol };

@@ -5,8 +5,16 @@ import { z } from 'zod';
 
 import { familyOf } from './ip.js';
 
+// The enums' values (k8s-fast.ts checks the same lists).
+export const K8S_PROTOCOLS = ['TCP', 'UDP', 'SCTP'] as const;
+export const SERVICE_TYPES = ['ClusterIP', 'NodePort', 'LoadBalancer', 'ExternalName'] as const;
+export const TRAFFIC_POLICIES = ['Cluster', 'Local'] as const;
+export const SESSION_AFFINITIES = ['None', 'ClientIP'] as const;
+export const IP_FAMILIES = ['IPv4', 'IPv6'] as const;
+export const ADDRESS_TYPES = ['IPv4', 'IPv6', 'FQDN'] as const;
+
 const ipString = z.string().refine((s) => familyOf(s) !== null, { error: (i) => `invalid IP address ${JSON.stringify(i.input)}` });
-const protocol = z.enum(['TCP', 'UDP', 'SCTP']).default('TCP');
+const protocol = z.enum(K8S_PROTOCOLS).default('TCP');
 const portNumber = z.number().int().min(1).max(65535);
 
 /** metadata: name, namespace (default "default"), labels, annotations. */
@@ -34,17 +42,17 @@ export const serviceSchema = z.object({
   kind: z.literal('Service').default('Service'),
   metadata: metadataSchema,
   spec: z.object({
-    type: z.enum(['ClusterIP', 'NodePort', 'LoadBalancer', 'ExternalName']).default('ClusterIP'),
+    type: z.enum(SERVICE_TYPES).default('ClusterIP'),
     clusterIP: z.string().optional(),
     clusterIPs: z.array(z.string()).optional(),
-    ipFamilies: z.array(z.enum(['IPv4', 'IPv6'])).optional(),
+    ipFamilies: z.array(z.enum(IP_FAMILIES)).optional(),
     ports: z.array(servicePortSchema).default([]),
     externalIPs: z.array(ipString).default([]),
     loadBalancerSourceRanges: z.array(z.string()).default([]),
-    externalTrafficPolicy: z.enum(['Cluster', 'Local']).default('Cluster'),
-    internalTrafficPolicy: z.enum(['Cluster', 'Local']).default('Cluster'),
+    externalTrafficPolicy: z.enum(TRAFFIC_POLICIES).default('Cluster'),
+    internalTrafficPolicy: z.enum(TRAFFIC_POLICIES).default('Cluster'),
     healthCheckNodePort: z.number().int().min(1).max(65535).optional(),
-    sessionAffinity: z.enum(['None', 'ClientIP']).default('None'),
+    sessionAffinity: z.enum(SESSION_AFFINITIES).default('None'),
     sessionAffinityConfig: z
       .object({ clientIP: z.object({ timeoutSeconds: z.number().int().min(1).max(86400).optional() }).optional() })
       .optional(),
@@ -65,7 +73,7 @@ export const endpointSliceSchema = z.object({
   apiVersion: z.literal('discovery.k8s.io/v1').default('discovery.k8s.io/v1'),
   kind: z.literal('EndpointSlice').default('EndpointSlice'),
   metadata: metadataSchema,
-  addressType: z.enum(['IPv4', 'IPv6', 'FQDN']),
+  addressType: z.enum(ADDRESS_TYPES),
   endpoints: z
     .array(
       z.object({

@@ -139,15 +139,17 @@ function loadDocument(text: string): unknown {
   return value;
 }
 
-const EMPTY: Record<string, string> = { managedFields: '[]', ownerReferences: '[]', targetRef: '{}' };
-/** The values unread fields get (as js-yaml reads stripUnread's text): for the fast reader. */
+/**
+ * The fields no proxy reads, and the empty value each gets instead: the fast reader sets it,
+ * stripUnread writes it as JSON (`[]`, `{}`, `""`), which js-yaml reads back the same.
+ */
 export const UNREAD_VALUES: ReadonlyMap<string, () => unknown> = new Map<string, () => unknown>([
   ['managedFields', () => []],
   ['ownerReferences', () => []],
   ['targetRef', () => ({})],
   ['kubectl.kubernetes.io/last-applied-configuration', () => ''],
 ]);
-const UNREAD = /^( *)(managedFields|ownerReferences|targetRef|kubectl\.kubernetes\.io\/last-applied-configuration):(?=[ \t\r\n]|$)/gm;
+const UNREAD = new RegExp(`^( *)(${[...UNREAD_VALUES.keys()].map((k) => k.replace(/[./]/g, '\\$&')).join('|')}):(?=[ \\t\\r\\n]|$)`, 'gm');
 
 /**
  * `text` with the block values of unread fields blanked: the key's line and every following line
@@ -168,7 +170,7 @@ export function stripUnread(text: string): string {
     if (!balanced(text, done, m.index)) break;
     const end = blockEnd(text, m.index, m[1]!.length);
     const lines = countLines(text, m.index, end);
-    parts.push(text.slice(done, m.index), `${m[0]} ${EMPTY[m[2]!] ?? '""'}`, '\n'.repeat(lines));
+    parts.push(text.slice(done, m.index), `${m[0]} ${JSON.stringify(UNREAD_VALUES.get(m[2]!)!())}`, '\n'.repeat(lines));
     done = end;
     UNREAD.lastIndex = end;
   }
