@@ -213,6 +213,49 @@ export function endpointsForService(
 
 const NO_ENDPOINTS: ReadonlyMap<string, EndpointInfo[]> = new Map();
 
+const sameHints = (a: readonly string[] | undefined, b: readonly string[] | undefined): boolean =>
+  a === b || (a !== undefined && b !== undefined && a.length === b.length && a.every((h, i) => h === b[i]));
+
+function sameEndpoint(a: EndpointInfo, b: EndpointInfo): boolean {
+  return (
+    a.address === b.address &&
+    a.port === b.port &&
+    a.family === b.family &&
+    a.ready === b.ready &&
+    a.serving === b.serving &&
+    a.terminating === b.terminating &&
+    a.nodeName === b.nodeName &&
+    a.zone === b.zone &&
+    a.isLocal === b.isLocal &&
+    sameHints(a.zoneHints, b.zoneHints) &&
+    sameHints(a.nodeHints, b.nodeHints)
+  );
+}
+
+/**
+ * A slice's new endpoint lists with what did not change kept from its previous lists: the same
+ * port-key strings and EndpointInfo objects. A slice update usually changes one endpoint of many;
+ * without this every unchanged endpoint would be a fresh copy (and its address a fresh string)
+ * beside the one the programmed state still holds. Lists are sorted by destination id.
+ */
+function keepUnchanged(next: ReadonlyMap<string, EndpointInfo[]>, prev: ReadonlyMap<string, EndpointInfo[]>): ReadonlyMap<string, EndpointInfo[]> {
+  if (next.size === 0 || prev.size === 0) return next;
+  const out = new Map<string, EndpointInfo[]>();
+  const prevKeys = new Map([...prev.keys()].map((k) => [k, k]));
+  for (const [key, eps] of next) {
+    const before = prev.get(key);
+    if (before !== undefined) {
+      const byId = new Map(before.map((ep) => [destinationId(ep), ep]));
+      eps.forEach((ep, i) => {
+        const b = byId.get(destinationId(ep));
+        if (b !== undefined && sameEndpoint(b, ep)) eps[i] = b;
+      });
+    }
+    out.set(prevKeys.get(key) ?? key, eps);
+  }
+  return out;
+}
+
 const same = (a: unknown, b: unknown): boolean => (a === undefined || b === undefined ? a === b : JSON.stringify(a) === JSON.stringify(b));
 
 /** `namespace/name` of the Service a slice belongs to, or null when it has none (or is FQDN). */
@@ -289,7 +332,7 @@ export class ChangeTracker {
     else {
       const slash = service?.indexOf('/') ?? -1;
       const endpoints = service === null ? NO_ENDPOINTS : sliceEndpoints(service.slice(0, slash), service.slice(slash + 1), slice, this.#nodeName);
-      this.#slices.set(key, { service, endpoints });
+      this.#slices.set(key, { service: service === prev?.service ? prev.service : service, endpoints: prev ? keepUnchanged(endpoints, prev.endpoints) : endpoints });
     }
     if (service !== null) {
       let set = this.#slicesByService.get(service);

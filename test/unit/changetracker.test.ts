@@ -230,6 +230,26 @@ describe('ChangeTracker', () => {
     expect(t.state().services.size).toBe(0);
   });
 
+  it('keeps the unchanged endpoints of an updated slice as the objects it had (one copy per endpoint)', () => {
+    const t = new ChangeTracker(NODE);
+    t.onService('ns/web', service('web'));
+    t.onEndpointSlice('ns/web-1', slice('web-1', 'web', [{ ip: '10.244.0.1' }, { ip: '10.244.0.2' }, { ip: '10.244.0.3', node: NODE }]));
+    const before = t.state().endpoints.get('ns/web:http/tcp')!;
+    t.takeChanged();
+    // A fresh decode: one endpoint replaced, one with a changed condition, one as it was.
+    t.onEndpointSlice('ns/web-1', slice('web-1', 'web', [{ ip: '10.244.0.1' }, { ip: '10.244.0.2', ready: false }, { ip: '10.244.0.9', node: NODE }]));
+    expect(keys(t)).toEqual(['ns/web:http/tcp']);
+    const after = t.state().endpoints.get('ns/web:http/tcp')!;
+    expect(after.map((ep) => [ep.address, ep.ready])).toEqual([['10.244.0.1', true], ['10.244.0.2', false], ['10.244.0.9', true]]);
+    expect(after[0]).toBe(before[0]);
+    expect(after[1]).not.toBe(before[1]);
+    expect(after[2]).not.toBe(before[2]);
+    // The same slice again: every object kept, nothing marked.
+    t.onEndpointSlice('ns/web-1', slice('web-1', 'web', [{ ip: '10.244.0.1' }, { ip: '10.244.0.2', ready: false }, { ip: '10.244.0.9', node: NODE }]));
+    expect(keys(t)).toEqual([]);
+    expect(t.state().endpoints.get('ns/web:http/tcp')!.every((ep, i) => ep === after[i])).toBe(true);
+  });
+
   it('a change to one Service among many marks only that Service', () => {
     const t = new ChangeTracker(NODE);
     for (let i = 0; i < 500; i++) {

@@ -27,6 +27,24 @@ const plain = (d: DesiredDelta) => ({
 });
 
 describe('DesiredIndex', () => {
+  it('keeps the destinations that did not change as the objects it held (shared with what was applied)', () => {
+    const idx = new DesiredIndex();
+    idx.set('ns/a:http/tcp', clusterIP('ns/a:http/tcp', '10.96.0.1', 80, ['10.244.0.1', '10.244.0.2', '10.244.0.3']));
+    const id = [...idx.virtualServers().keys()][0]!;
+    const before = idx.virtualServers().get(id)!.destinations;
+    // Fresh objects for the same endpoints: nothing touched, every object kept.
+    expect(isEmptyDelta(idx.set('ns/a:http/tcp', clusterIP('ns/a:http/tcp', '10.96.0.1', 80, ['10.244.0.1', '10.244.0.2', '10.244.0.3'])))).toBe(true);
+    expect(idx.virtualServers().get(id)!.destinations.every((d, i) => d === before[i])).toBe(true);
+    // One replaced, one reweighted: those two are new, the third is the object it was.
+    const next = clusterIP('ns/a:http/tcp', '10.96.0.1', 80, ['10.244.0.1', '10.244.0.2', '10.244.0.9']);
+    next.virtualServers[0]!.destinations[1] = dst('10.244.0.2', 8080, 5);
+    expect(plain(idx.set('ns/a:http/tcp', next)).virtualServers).toEqual([id]);
+    const after = idx.virtualServers().get(id)!.destinations;
+    expect(after.map((d) => [d.address, d.weight])).toEqual([['10.244.0.1', 1], ['10.244.0.2', 5], ['10.244.0.9', 1]]);
+    expect(after[0]).toBe(before[0]);
+    expect(after[1]).not.toBe(before[1]);
+  });
+
   it('set() returns what it touched; the same contribution again touches nothing; null removes', () => {
     const ix = new DesiredIndex();
     const a = clusterIP('default/a:http/tcp', '10.96.0.10', 80, ['10.244.1.2', '10.244.1.3']);

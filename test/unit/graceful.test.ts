@@ -112,6 +112,22 @@ describe('graceful termination', () => {
     expect(graceful.size).toBe(0);
   });
 
+  it('refreshDraining keeps the observed objects of the real servers that read as they were (shared with the desired state)', async () => {
+    await sync(index.set('a', contrib('a', svc(80), ['10.0.0.1', '10.0.0.2', '10.0.0.3'])));
+    ipvs.setConnections(svc(80), dst('10.0.0.3'), 2, 0);
+    ipvs.setConnections(svc(80), dst('10.0.0.2'), 0, 1);
+    await sync(index.set('a', contrib('a', svc(80), ['10.0.0.1', '10.0.0.2'])));
+    const desired = index.virtualServers().get('tcp/10.96.0.1:80')!.destinations;
+    const o = observed.virtualServers.get('tcp/10.96.0.1:80')!.destinations;
+    expect(o.get('10.0.0.1:8080')).toBe(desired[0]);
+    await tick(1000);
+    // Read back as observed: the same object. With connections: a copy that carries them.
+    expect(o.get('10.0.0.1:8080')).toBe(desired[0]);
+    expect(o.get('10.0.0.2:8080')).not.toBe(desired[1]);
+    expect(o.get('10.0.0.2:8080')).toMatchObject({ weight: 1, activeConns: 0, inactiveConns: 1 });
+    expect(o.get('10.0.0.3:8080')).toMatchObject({ weight: 0, activeConns: 2 });
+  });
+
   it('refreshDraining reads only the virtual servers with draining destinations: one dump each, in one call, never a full dump', async () => {
     for (let i = 0; i < 100; i++) await sync(index.set(`s${i}`, contrib(`s${i}`, svc(1000 + i), ['10.0.0.1', '10.0.0.2'])));
     await sync(index.set('s7', contrib('s7', svc(1007), ['10.0.0.1'])));

