@@ -28,6 +28,8 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 ENV NODE_ENV=production
+# One malloc arena (see the first lines of src/cli.ts; test/unit/chart-image.test.ts checks they match).
+ENV MALLOC_ARENA_MAX=1
 COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist/src ./dist/src

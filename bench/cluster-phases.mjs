@@ -64,7 +64,7 @@ function change(cluster, api, i) {
   cluster.current[i][j] = ip;
   const at = performance.now();
   api.put('endpointslices', cluster.slices[i]);
-  return { i, ip, at };
+  return { i, ip, at, wall: Date.now() };
 }
 
 /** `count` single changes `gapMs` apart: event written to the watch -> new real server in the kernel (ms). */
@@ -93,6 +93,7 @@ export async function churn({ daemon, probe, cluster, api, rate, seconds }) {
   const outstanding = [];
   const busy = new Set();
   const lat = [];
+  const worst = []; // every change: its latency and wall-clock write time (the slowest are returned, to find them in the daemon's log)
   const t0 = performance.now();
   let issued = 0;
   let writing = true;
@@ -121,6 +122,7 @@ export async function churn({ daemon, probe, cluster, api, rate, seconds }) {
     for (const [k, c] of batch.entries()) {
       if (!reads[k].has(c.ip)) continue;
       lat.push(at - c.at);
+      worst.push({ ms: at - c.at, wall: c.wall });
       outstanding.splice(outstanding.indexOf(c), 1);
       busy.delete(c.i);
       seen++;
@@ -128,7 +130,8 @@ export async function churn({ daemon, probe, cluster, api, rate, seconds }) {
     if (seen < batch.length || !batch.length) await sleep(10); // all 32 landed: read the next ones at once
   }
   await writer;
-  return { p50: percentile(lat, 50), p99: percentile(lat, 99), max: Math.max(...lat), n: lat.length, rate: issued / seconds };
+  worst.sort((a, b) => b.ms - a.ms);
+  return { p50: percentile(lat, 50), p99: percentile(lat, 99), max: Math.max(...lat), n: lat.length, rate: issued / seconds, worst: worst.slice(0, 10).map((w) => ({ ms: Math.round(w.ms), at: new Date(w.wall).toISOString() })) };
 }
 
 /**

@@ -13,14 +13,16 @@ export const METRICS = '127.0.0.1:10249';
 export const HEALTHZ = '127.0.0.1:10256';
 
 /**
- * The node flags the daemon ships with: those of dist/src/cli.js's shebang (the image's ENTRYPOINT
- * has the same); KIP_BENCH_NODE_FLAGS (space-separated) replaces them, for trying other V8 flags.
+ * The environment and node flags the daemon ships with: those of dist/src/cli.js's shebang
+ * (`#!/usr/bin/env -S NAME=value node --flag`; the image has the same); KIP_BENCH_NODE_FLAGS
+ * (space-separated) replaces the flags, for trying other V8 flags.
  */
-export function shippedNodeFlags(cli = 'dist/src/cli.js') {
-  if (process.env.KIP_BENCH_NODE_FLAGS !== undefined) return process.env.KIP_BENCH_NODE_FLAGS.split(' ').filter(Boolean);
-  const m = /^#!\/usr\/bin\/env(?: -S)? node((?: \S+)*)\n/.exec(readFileSync(cli, 'utf8'));
+export function shipped(cli = 'dist/src/cli.js') {
+  const m = /^#!\/usr\/bin\/env(?: -S)?((?: \w+=\S*)*) node((?: \S+)*)\n/.exec(readFileSync(cli, 'utf8'));
   if (!m) throw new Error(`${cli}: no "#!/usr/bin/env node" line`);
-  return m[1].trim().split(' ').filter(Boolean);
+  const env = Object.fromEntries(m[1].trim().split(' ').filter(Boolean).map((a) => [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)]));
+  const flags = process.env.KIP_BENCH_NODE_FLAGS !== undefined ? process.env.KIP_BENCH_NODE_FLAGS : m[2];
+  return { env, flags: flags.split(' ').filter(Boolean) };
 }
 
 /** The built daemon, started with `args` (its normal flags); output appended to `logFile`. */
@@ -31,7 +33,8 @@ export class Daemon {
     this.startedAt = performance.now();
     // KIP_BENCH_CLI: another build's cli.js (e.g. a worktree of the base commit), for same-boot A/B runs.
     const cli = process.env.KIP_BENCH_CLI ?? 'dist/src/cli.js';
-    this.child = spawn(process.execPath, [...shippedNodeFlags(cli), cli, ...args, '--metrics-bind-address', METRICS, '--healthz-bind-address', HEALTHZ], { stdio: ['ignore', fd, fd] });
+    const { env, flags } = shipped(cli);
+    this.child = spawn(process.execPath, [...flags, cli, ...args, '--metrics-bind-address', METRICS, '--healthz-bind-address', HEALTHZ], { stdio: ['ignore', fd, fd], env: { ...process.env, ...env } });
     closeSync(fd);
     this.exited = new Promise((res) => this.child.once('exit', (code, signal) => res({ code, signal })));
     this.exitedEarly = null;

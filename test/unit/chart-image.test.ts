@@ -248,11 +248,15 @@ describe('Dockerfile', () => {
 
   it('ENTRYPOINT runs the built CLI that package.json "bin" names, and the CLI is on PATH for kubectl exec', () => {
     const entry = runtime.body.filter((i) => i.op === 'ENTRYPOINT').at(-1)!;
-    // The same node flags as the CLI's shebang (what the benchmarks run too).
+    // The same environment and node flags as the CLI's shebang (what the benchmarks run too).
     const shebang = readFileSync(join(ROOT, 'src/cli.ts'), 'utf8').split('\n')[0]!;
-    const flags = /^#!\/usr\/bin\/env -S node((?: --[\w-]+=\w+)*)$/.exec(shebang)?.[1]?.trim().split(' ').filter(Boolean);
+    const m = /^#!\/usr\/bin\/env -S((?: \w+=\w+)*) node((?: --[\w-]+=\w+)*)$/.exec(shebang);
+    const flags = m?.[2]?.trim().split(' ').filter(Boolean);
     expect(flags, shebang).toContain('--max-semi-space-size=4');
     expect(JSON.parse(entry.args)).toEqual(['node', ...flags!, '/app/dist/src/cli.js']);
+    const env = m![1]!.trim().split(' ').filter(Boolean);
+    expect(env).toContain('MALLOC_ARENA_MAX=1');
+    for (const e of env) expect(runtime.body.some((i) => i.op === 'ENV' && i.args === e), `ENV ${e}`).toBe(true);
     expect(posix.join(workdir(runtime), pkg.bin['kube-ipvs-proxy'])).toBe('/app/dist/src/cli.js');
     expect(runtime.body.some((i) => i.op === 'RUN' && i.args.includes('ln -s /app/dist/src/cli.js /usr/local/bin/kube-ipvs-proxy'))).toBe(true);
     expect(runtime.body.some((i) => i.op === 'CMD')).toBe(false); // the chart passes only args
