@@ -66,9 +66,11 @@ class SocketWorker : public Napi::AsyncWorker {
   SocketWorker(Napi::Env env, std::shared_ptr<NlSocket> sock, const RootSchema& root)
       : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), sock_(std::move(sock)), root_(root) {}
   Napi::Promise promise() { return deferred_.Promise(); }
+  const RootSchema& root() const { return root_; }
   Builder builder;
   std::vector<size_t> offsets;
   std::vector<std::string> omit;  // attribute names the reply decoder skips
+  HeaderFilter where;             // dumps: the replies kept (filtered on this thread's worker)
 
  protected:
   void Execute() override {
@@ -144,7 +146,10 @@ class DumpWorker : public SocketWorker {
   using SocketWorker::SocketWorker;
 
  protected:
-  void run() override { msgs_ = sock_->dump(builder.bytes()); }
+  void run() override {
+    msgs_ = sock_->dump(builder.bytes());
+    where.apply(root_, msgs_);
+  }
   Napi::Value result(Napi::Env env) override { return decodeReplies(env, root_, msgs_); }
 
  private:
@@ -163,6 +168,7 @@ class DumpManyWorker : public SocketWorker {
       size_t end = i + 1 < offsets.size() ? offsets[i + 1] : builder.size();
       std::vector<uint8_t> one(builder.bytes().begin() + offsets[i], builder.bytes().begin() + end);
       results_.push_back(sock_->dump(one));
+      where.apply(root_, results_.back());
     }
   }
   Napi::Value result(Napi::Env env) override {
@@ -176,7 +182,7 @@ class DumpManyWorker : public SocketWorker {
 };
 
 // JS class Socket(protocol): batch(schema, requests, limits?), dump(schema, request),
-// dumpMany(schema, requests), close(); dumps take { omit?: string[] }.
+// dumpMany(schema, requests), close(); dumps take { omit?: string[], where?: { field, in?, notIn? } }.
 class Socket : public Napi::ObjectWrap<Socket> {
  public:
   static Napi::Function Init(Napi::Env env) {
@@ -238,26 +244,59 @@ class Socket : public Napi::ObjectWrap<Socket> {
     w->Queue();
     return p;
   }
-  // Options of dump/dumpMany: { omit?: string[] }.
+  // Options of dump/dumpMany: { omit?: string[], where?: { field: string, in?: number[], notIn?: number[] } }
+  // (where: keep the replies whose fixed-header field is in / not in the list). Throws a
+  // TypeError on a field the schema's header does not have or a malformed list.
   static void readDumpOptions(const Napi::Value& v, SocketWorker& w) {
     if (!v.IsObject()) return;
-    Napi::Value omit = v.As<Napi::Object>().Get("omit");
-    if (!omit.IsArray()) return;
-    Napi::Array arr = omit.As<Napi::Array>();
-    for (uint32_t i = 0; i < arr.Length(); i++)
-      if (arr.Get(i).IsString()) w.omit.push_back(arr.Get(i).As<Napi::String>().Utf8Value());
+    const RootSchema& root = w.root();
+    Napi::Object o = v.As<Napi::Object>();
+    Napi::Value omit = o.Get("omit");
+    if (omit.IsArray()) {
+      Napi::Array arr = omit.As<Napi::Array>();
+      for (uint32_t i = 0; i < arr.Length(); i++)
+        if (arr.Get(i).IsString()) w.omit.push_back(arr.Get(i).As<Napi::String>().Utf8Value());
+    }
+    Napi::Value where = o.Get("where");
+    if (where.IsUndefined()) return;
+    Napi::Env env = v.Env();
+    if (!where.IsObject() || !where.As<Napi::Object>().Get("field").IsString())
+      throw Napi::TypeError::New(env, "where: expected { field: string, in?: number[], notIn?: number[] }");
+    Napi::Object wo = where.As<Napi::Object>();
+    std::string field = wo.Get("field").As<Napi::String>().Utf8Value();
+    w.where.field = findHeaderField(root, field);
+    if (w.where.field == nullptr) throw Napi::TypeError::New(env, "where.field: " + std::string(root.name) + " has no header field " + field);
+    Napi::Value in = wo.Get("in"), notIn = wo.Get("notIn");
+    if (in.IsArray() == notIn.IsArray()) throw Napi::TypeError::New(env, "where: expected exactly one of in, notIn (an array of numbers)");
+    w.where.exclude = notIn.IsArray();
+    Napi::Array arr = (w.where.exclude ? notIn : in).As<Napi::Array>();
+    for (uint32_t i = 0; i < arr.Length(); i++) {
+      Napi::Value x = arr.Get(i);
+      if (!x.IsNumber()) throw Napi::TypeError::New(env, "where: expected numbers");
+      w.where.values.push_back(x.As<Napi::Number>().Uint32Value());
+    }
   }
 
   Napi::Value Dump(const Napi::CallbackInfo& info) {
     auto* w = prepare<DumpWorker>(info, NLM_F_DUMP, true);
-    readDumpOptions(info[2], *w);
+    try {
+      readDumpOptions(info[2], *w);
+    } catch (...) {
+      delete w;
+      throw;
+    }
     Napi::Promise p = w->promise();
     w->Queue();
     return p;
   }
   Napi::Value DumpMany(const Napi::CallbackInfo& info) {
     auto* w = prepare<DumpManyWorker>(info, NLM_F_DUMP, false);
-    readDumpOptions(info[2], *w);
+    try {
+      readDumpOptions(info[2], *w);
+    } catch (...) {
+      delete w;
+      throw;
+    }
     Napi::Promise p = w->promise();
     w->Queue();
     return p;

@@ -4,6 +4,7 @@
 #include <linux/netfilter/ipset/ip_set.h>
 #include <linux/netlink.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -250,25 +251,47 @@ void encodeHeader(Builder& b, const HeaderSpec& h, Napi::Value v) {
   }
 }
 
+uint32_t headerValue(const HeaderField& f, const uint8_t* p) {
+  const uint8_t* src = p + f.offset;
+  uint32_t val = 0;
+  switch (f.kind) {
+    case Kind::U8: val = *src; break;
+    case Kind::U16: { uint16_t x; std::memcpy(&x, src, 2); val = x; break; }
+    case Kind::BE16: { uint16_t x; std::memcpy(&x, src, 2); val = ntohs(x); break; }
+    case Kind::U32: std::memcpy(&val, src, 4); break;
+    default: break;
+  }
+  return val;
+}
+
 Napi::Object decodeHeader(Napi::Env env, const HeaderSpec& h, const uint8_t* p) {
   Napi::Object obj = Napi::Object::New(env);
-  for (size_t i = 0; i < h.count; i++) {
-    const HeaderField& f = h.fields[i];
-    const uint8_t* src = p + f.offset;
-    uint32_t val = 0;
-    switch (f.kind) {
-      case Kind::U8: val = *src; break;
-      case Kind::U16: { uint16_t x; std::memcpy(&x, src, 2); val = x; break; }
-      case Kind::BE16: { uint16_t x; std::memcpy(&x, src, 2); val = ntohs(x); break; }
-      case Kind::U32: std::memcpy(&val, src, 4); break;
-      default: break;
-    }
-    obj.Set(key(env, f.name), Napi::Number::New(env, val));
-  }
+  for (size_t i = 0; i < h.count; i++) obj.Set(key(env, h.fields[i].name), Napi::Number::New(env, headerValue(h.fields[i], p)));
   return obj;
 }
 
 }  // namespace
+
+const HeaderField* findHeaderField(const RootSchema& root, const std::string& name) {
+  for (size_t i = 0; i < root.header->count; i++)
+    if (name == root.header->fields[i].name) return &root.header->fields[i];
+  return nullptr;
+}
+
+bool HeaderFilter::keeps(const RootSchema& root, const std::vector<uint8_t>& msg) const {
+  if (field == nullptr) return true;
+  MessageReader r(msg.data(), msg.size());
+  Message m;
+  if (!r.next(m) || m.payloadLen < root.header->size) return true;  // the decoder reports it
+  uint32_t v = headerValue(*field, m.payload);
+  bool listed = std::find(values.begin(), values.end(), v) != values.end();
+  return listed != exclude;
+}
+
+void HeaderFilter::apply(const RootSchema& root, std::vector<std::vector<uint8_t>>& msgs) const {
+  if (field == nullptr) return;
+  msgs.erase(std::remove_if(msgs.begin(), msgs.end(), [&](const std::vector<uint8_t>& m) { return !keeps(root, m); }), msgs.end());
+}
 
 OmitScope::OmitScope(const std::vector<std::string>& names) : prev_(gOmit) { gOmit = names.empty() ? prev_ : &names; }
 OmitScope::~OmitScope() { gOmit = prev_; }

@@ -46,6 +46,19 @@ class OmitScope {
   const std::vector<std::string>* prev_;
 };
 
+// Keeps the messages of a dump whose fixed-header field is one of `values` (or, with
+// `exclude`, none of them), before any is decoded: off the JS thread, and a dump of 10,000
+// addresses of which a caller wants a handful builds no JS object for the rest.
+struct HeaderFilter {
+  const HeaderField* field = nullptr;  // null: keep everything
+  std::vector<uint32_t> values;
+  bool exclude = false;
+  bool keeps(const RootSchema& root, const std::vector<uint8_t>& msg) const;
+  void apply(const RootSchema& root, std::vector<std::vector<uint8_t>>& msgs) const;
+};
+// The header field named `name` of a message schema, or null.
+const HeaderField* findHeaderField(const RootSchema& root, const std::string& name);
+
 // Encodes `req` = { type, flags?, header?: {...}, attrs?: {...} } as one message.
 // Throws CodecError naming the offending field. Returns the message's offset.
 size_t encodeMessage(Napi::Env env, Builder& b, const RootSchema& root, Napi::Object req, uint32_t seq,

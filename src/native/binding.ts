@@ -55,7 +55,14 @@ export interface BatchLimits {
 
 /** Dump options: attribute names (at any depth) the decoder skips, e.g. unneeded counters. */
 export interface DumpOptions {
+  /** Attribute names the decoder skips (at any depth). */
   omit?: string[];
+  /**
+   * Keeps only the replies whose fixed-header field (e.g. rtnl.addr's `index`) is `in` the list,
+   * or `notIn` it (exactly one of the two); the others are dropped before decoding, off the JS
+   * thread. An unknown field is a TypeError.
+   */
+  where?: { field: string; in: number[] } | { field: string; notIn: number[] };
 }
 
 /** A netlink socket owned by the addon; calls run on the libuv thread pool. */

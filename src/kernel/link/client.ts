@@ -6,7 +6,7 @@
 // (addrconf_dad_begin, net/ipv6/addrconf.c); NODAD keeps an address usable on any link kind.
 import { constants as os } from 'node:os';
 
-import { constantsOf, type NlRequest } from '../../native/binding.js';
+import { constantsOf, type DumpOptions, type NlRequest } from '../../native/binding.js';
 import { NetlinkError, ValidationError } from '../errors.js';
 import { NetlinkConnection } from '../netlink.js';
 import {
@@ -54,6 +54,9 @@ export interface LinkClient {
 }
 
 const N = constantsOf('netlink');
+
+/** rtnl.addr attributes parseAddress does not read: not decoded (a JS object per attribute per address). */
+const UNREAD_ADDRESS_ATTRS = ['label', 'broadcast', 'anycast', 'cacheInfo', 'multicast', 'rtPriority', 'proto'];
 
 function noSuchLink(op: string, name: string): NetlinkError {
   return new NetlinkError({ op, code: 'ENODEV', errno: os.errno.ENODEV, object: name, message: `${op} ${name}: no such link (ENODEV)` });
@@ -141,8 +144,9 @@ export class NetlinkLinkClient implements LinkClient {
     return found;
   }
 
-  private async dumpAddresses(op: string): Promise<InterfaceAddress[]> {
-    const msgs = await this.conn.dump('rtnl.addr', dumpAddressesRequest(), op);
+  /** Addresses of the links `where` keeps (by index; filtered before decoding: kube-ipvs0 has one per Service IP). */
+  private async dumpAddresses(op: string, where: DumpOptions['where']): Promise<InterfaceAddress[]> {
+    const msgs = await this.conn.dump('rtnl.addr', dumpAddressesRequest(), op, undefined, { where, omit: UNREAD_ADDRESS_ATTRS });
     const out: InterfaceAddress[] = [];
     for (const m of msgs) {
       const a = parseAddress(op, m);
@@ -154,7 +158,7 @@ export class NetlinkLinkClient implements LinkClient {
   async listAddresses(link: LinkRef): Promise<string[]> {
     const op = 'link.listAddresses';
     const { index } = await this.resolve(op, link);
-    return (await this.dumpAddresses(op)).filter((a) => a.index === index).map((a) => a.address);
+    return (await this.dumpAddresses(op, { field: 'index', in: [index] })).filter((a) => a.index === index).map((a) => a.address);
   }
 
   addAddresses(link: LinkRef, addresses: readonly string[]): Promise<AddressResult[]> {
@@ -193,14 +197,17 @@ export class NetlinkLinkClient implements LinkClient {
   async localAddresses(opts: LocalAddressOptions = {}): Promise<LocalAddress[]> {
     const op = 'link.localAddresses';
     const exclude = new Set(opts.exclude ?? []);
-    // Addresses first: an address whose link is gone by the link dump is gone too.
-    const addrs = await this.dumpAddresses(op);
+    // Links first, so the excluded links' addresses (kube-ipvs0: one per Service IP) are never
+    // decoded; an address on a link created after the link dump has no name and is skipped.
     const links = await this.conn.dump('rtnl.link', dumpLinksRequest(), op);
     const names = new Map<number, string>();
+    const excluded: number[] = [];
     for (const m of links) {
       const l = parseLink(op, m);
       names.set(l.index, l.name);
+      if (exclude.has(l.name)) excluded.push(l.index);
     }
+    const addrs = await this.dumpAddresses(op, { field: 'index', notIn: excluded });
     const out: LocalAddress[] = [];
     for (const a of addrs) {
       const name = names.get(a.index);

@@ -8,6 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 import { NetlinkError, ValidationError, isExist, isNotFound } from '../../../src/kernel/errors.js';
 import { LinkKindError, NetlinkLinkClient } from '../../../src/kernel/link.js';
+import { constantsOf, native, type NlMessage } from '../../../src/native/binding.js';
 import { delLink, run } from '../lib/netns.js';
 
 const client = NetlinkLinkClient.open();
@@ -190,6 +191,26 @@ describe('local addresses', () => {
         expect.objectContaining({ address: expect.stringMatching(/^fe80::/), family: 'ipv6', interface: 'kipc' }),
       ]),
     );
+  });
+
+  it('filters address dumps by link index before decoding (where: in / notIn); a bad filter is a TypeError', async () => {
+    const sock = new native.Socket(constantsOf('netlink').NETLINK_ROUTE!);
+    try {
+      const kipa = (await client.getLink('kipa'))!.index;
+      const req = { type: constantsOf('rtnl').RTM_GETADDR!, header: { family: 0 } };
+      const all = await sock.dump('rtnl.addr', req);
+      const only = await sock.dump('rtnl.addr', req, { where: { field: 'index', in: [kipa] } });
+      const others = await sock.dump('rtnl.addr', req, { where: { field: 'index', notIn: [kipa] } });
+      const idx = (ms: NlMessage[]) => ms.map((m) => (m.header as { index: number }).index);
+      expect(only.length).toBeGreaterThan(0);
+      expect(idx(only).every((i) => i === kipa)).toBe(true);
+      expect(idx(others)).not.toContain(kipa);
+      expect(only.length + others.length).toBe(all.length);
+      expect(() => sock.dump('rtnl.addr', req, { where: { field: 'ifindex', in: [1] } })).toThrow(/rtnl.addr has no header field ifindex/);
+      expect(() => sock.dump('rtnl.addr', req, { where: { field: 'index' } as never })).toThrow(/exactly one of in, notIn/);
+    } finally {
+      sock.close();
+    }
   });
 
   it('agrees with `ip -o addr show`', async () => {
