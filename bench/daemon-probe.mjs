@@ -15,12 +15,14 @@ export const HEALTHZ = '127.0.0.1:10256';
 /**
  * The environment and node flags the daemon ships with: those of dist/src/cli.js's shebang
  * (`#!/usr/bin/env -S NAME=value node --flag`; the image has the same); KIP_BENCH_NODE_FLAGS
- * (space-separated) replaces the flags, for trying other V8 flags.
+ * (space-separated) replaces the flags, for trying other V8 flags, and KIP_BENCH_ENV
+ * (`NAME=value ...`) the environment's assignments.
  */
 export function shipped(cli = 'dist/src/cli.js') {
   const m = /^#!\/usr\/bin\/env(?: -S)?((?: \w+=\S*)*) node((?: \S+)*)\n/.exec(readFileSync(cli, 'utf8'));
   if (!m) throw new Error(`${cli}: no "#!/usr/bin/env node" line`);
-  const env = Object.fromEntries(m[1].trim().split(' ').filter(Boolean).map((a) => [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)]));
+  const assignments = process.env.KIP_BENCH_ENV !== undefined ? process.env.KIP_BENCH_ENV : m[1];
+  const env = Object.fromEntries(assignments.split(' ').filter(Boolean).map((a) => [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)]));
   const flags = process.env.KIP_BENCH_NODE_FLAGS !== undefined ? process.env.KIP_BENCH_NODE_FLAGS : m[2];
   return { env, flags: flags.split(' ').filter(Boolean) };
 }
