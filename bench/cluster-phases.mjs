@@ -92,8 +92,7 @@ export async function oneChange({ daemon, probe, cluster, api, count, gapMs }) {
 export async function churn({ daemon, probe, cluster, api, rate, seconds }) {
   const outstanding = [];
   const busy = new Set();
-  const lat = [];
-  const worst = []; // every change: its latency and wall-clock write time (the slowest are returned, to find them in the daemon's log)
+  const seen = []; // every change: its latency and wall-clock write time (the slowest are returned, to find them in the daemon's log)
   const t0 = performance.now();
   let issued = 0;
   let writing = true;
@@ -114,24 +113,24 @@ export async function churn({ daemon, probe, cluster, api, rate, seconds }) {
   while (writing || outstanding.length) {
     daemon.alive();
     if (performance.now() > deadline) throw new Error(`churn: ${outstanding.length} changes not in the kernel 120 s after the last`);
-    let seen = 0;
+    let landed = 0;
     const batch = outstanding.slice(0, 32);
     // One trip for the 32 (the probe shares UML's one CPU with the daemon: keep its own load low).
     const reads = await probe.destinationsMany(batch.map((c) => vip(c.i)));
     const at = performance.now();
     for (const [k, c] of batch.entries()) {
       if (!reads[k].has(c.ip)) continue;
-      lat.push(at - c.at);
-      worst.push({ ms: at - c.at, wall: c.wall });
+      seen.push({ ms: at - c.at, wall: c.wall });
       outstanding.splice(outstanding.indexOf(c), 1);
       busy.delete(c.i);
-      seen++;
+      landed++;
     }
-    if (seen < batch.length || !batch.length) await sleep(10); // all 32 landed: read the next ones at once
+    if (landed < batch.length || !batch.length) await sleep(10); // all 32 landed: read the next ones at once
   }
   await writer;
-  worst.sort((a, b) => b.ms - a.ms);
-  return { p50: percentile(lat, 50), p99: percentile(lat, 99), max: Math.max(...lat), n: lat.length, rate: issued / seconds, worst: worst.slice(0, 10).map((w) => ({ ms: Math.round(w.ms), at: new Date(w.wall).toISOString() })) };
+  const lat = seen.map((x) => x.ms);
+  seen.sort((a, b) => b.ms - a.ms);
+  return { p50: percentile(lat, 50), p99: percentile(lat, 99), max: Math.max(...lat), n: lat.length, rate: issued / seconds, worst: seen.slice(0, 10).map((w) => ({ ms: Math.round(w.ms), at: new Date(w.wall).toISOString() })) };
 }
 
 /**

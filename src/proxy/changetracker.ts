@@ -145,16 +145,47 @@ function sortedLists(byPort: Map<string, Map<string, EndpointInfo>>): Map<string
   return out;
 }
 
-/** The endpoints of one slice per port key of Service `namespace/name` (what the tracker keeps of a slice). */
-function sliceEndpoints(namespace: string, name: string, slice: EndpointSlice, nodeName: string): Map<string, EndpointInfo[]> {
+const NO_ENDPOINTS: ReadonlyMap<string, EndpointInfo[]> = new Map();
+
+const sameHints = (a: readonly string[] | undefined, b: readonly string[] | undefined): boolean =>
+  a === b || (a !== undefined && b !== undefined && a.length === b.length && a.every((h, i) => h === b[i]));
+
+function sameEndpoint(a: EndpointInfo, b: EndpointInfo): boolean {
+  return (
+    a.address === b.address &&
+    a.port === b.port &&
+    a.family === b.family &&
+    a.ready === b.ready &&
+    a.serving === b.serving &&
+    a.terminating === b.terminating &&
+    a.nodeName === b.nodeName &&
+    a.zone === b.zone &&
+    a.isLocal === b.isLocal &&
+    sameHints(a.zoneHints, b.zoneHints) &&
+    sameHints(a.nodeHints, b.nodeHints)
+  );
+}
+
+/**
+ * The endpoints of one slice per port key of Service `namespace/name` (what the tracker keeps of a
+ * slice). What did not change since `prev` (the slice's previous lists) is kept as it was: its
+ * port-key strings and EndpointInfo objects. A slice update usually changes one endpoint of many;
+ * without this every unchanged endpoint would be a fresh copy (and its address a fresh string)
+ * beside the one the programmed state still holds.
+ */
+function sliceEndpoints(namespace: string, name: string, slice: EndpointSlice, nodeName: string, prev: ReadonlyMap<string, EndpointInfo[]> = NO_ENDPOINTS): Map<string, EndpointInfo[]> {
   if (slice.addressType === 'FQDN') return new Map();
   const byPort = new Map<string, Map<string, EndpointInfo>>();
   const family: Family = slice.addressType === 'IPv4' ? 'ipv4' : 'ipv6';
+  const prevKeys = prev.size > 0 ? new Map([...prev.keys()].map((k) => [k, k])) : undefined;
   for (const sp of slice.ports) {
     if (sp.port === undefined) continue;
-    const key = portNameKey({ namespace, name, port: sp.name, protocol: lower(sp.protocol) });
+    let key = portNameKey({ namespace, name, port: sp.name, protocol: lower(sp.protocol) });
+    key = prevKeys?.get(key) ?? key;
     let set = byPort.get(key);
     if (set === undefined) byPort.set(key, (set = new Map()));
+    const before = prev.get(key);
+    const had = before === undefined ? undefined : new Map(before.map((ep) => [destinationId(ep), ep]));
     for (const ep of slice.endpoints) {
       const raw = ep.addresses[0]!;
       if (familyOf(raw) !== family) continue;
@@ -173,7 +204,9 @@ function sliceEndpoints(namespace: string, name: string, slice: EndpointSlice, n
         zoneHints: hintNames(ep.hints?.forZones),
         nodeHints: hintNames(ep.hints?.forNodes),
       };
-      keep(set, destinationId(info), info);
+      const id = destinationId(info);
+      const h = had?.get(id);
+      keep(set, id, h !== undefined && sameEndpoint(h, info) ? h : info);
     }
   }
   return sortedLists(byPort);
@@ -209,51 +242,6 @@ export function endpointsForService(
   nodeName: string,
 ): Map<string, EndpointInfo[]> {
   return new Map(mergeSlices(Array.from(slices, (sl) => sliceEndpoints(namespace, name, sl, nodeName))));
-}
-
-const NO_ENDPOINTS: ReadonlyMap<string, EndpointInfo[]> = new Map();
-
-const sameHints = (a: readonly string[] | undefined, b: readonly string[] | undefined): boolean =>
-  a === b || (a !== undefined && b !== undefined && a.length === b.length && a.every((h, i) => h === b[i]));
-
-function sameEndpoint(a: EndpointInfo, b: EndpointInfo): boolean {
-  return (
-    a.address === b.address &&
-    a.port === b.port &&
-    a.family === b.family &&
-    a.ready === b.ready &&
-    a.serving === b.serving &&
-    a.terminating === b.terminating &&
-    a.nodeName === b.nodeName &&
-    a.zone === b.zone &&
-    a.isLocal === b.isLocal &&
-    sameHints(a.zoneHints, b.zoneHints) &&
-    sameHints(a.nodeHints, b.nodeHints)
-  );
-}
-
-/**
- * A slice's new endpoint lists with what did not change kept from its previous lists: the same
- * port-key strings and EndpointInfo objects. A slice update usually changes one endpoint of many;
- * without this every unchanged endpoint would be a fresh copy (and its address a fresh string)
- * beside the one the programmed state still holds. Lists are sorted by destination id.
- */
-function keepUnchanged(next: ReadonlyMap<string, EndpointInfo[]>, prev: ReadonlyMap<string, EndpointInfo[]>): ReadonlyMap<string, EndpointInfo[]> {
-  if (next.size === 0 || prev.size === 0) return next;
-  const out = new Map<string, EndpointInfo[]>();
-  const prevKeys = new Map([...prev.keys()].map((k) => [k, k]));
-  for (const [key, eps] of next) {
-    const before = prev.get(key);
-    if (before !== undefined) {
-      const byId = new Map(before.map((ep) => [destinationId(ep), ep]));
-      eps.forEach((ep, i) => {
-        const b = byId.get(destinationId(ep));
-        if (b !== undefined && sameEndpoint(b, ep)) eps[i] = b;
-      });
-    }
-    out.set(prevKeys.get(key) ?? key, eps);
-  }
-  return out;
 }
 
 const same = (a: unknown, b: unknown): boolean => (a === undefined || b === undefined ? a === b : JSON.stringify(a) === JSON.stringify(b));
@@ -331,8 +319,8 @@ export class ChangeTracker {
     if (slice === null) this.#slices.delete(key);
     else {
       const slash = service?.indexOf('/') ?? -1;
-      const endpoints = service === null ? NO_ENDPOINTS : sliceEndpoints(service.slice(0, slash), service.slice(slash + 1), slice, this.#nodeName);
-      this.#slices.set(key, { service: service === prev?.service ? prev.service : service, endpoints: prev ? keepUnchanged(endpoints, prev.endpoints) : endpoints });
+      const endpoints = service === null ? NO_ENDPOINTS : sliceEndpoints(service.slice(0, slash), service.slice(slash + 1), slice, this.#nodeName, prev?.endpoints);
+      this.#slices.set(key, { service: service === prev?.service ? prev.service : service, endpoints });
     }
     if (service !== null) {
       let set = this.#slicesByService.get(service);

@@ -158,7 +158,7 @@ export class NetlinkLinkClient implements LinkClient {
   async listAddresses(link: LinkRef): Promise<string[]> {
     const op = 'link.listAddresses';
     const { index } = await this.resolve(op, link);
-    return (await this.dumpAddresses(op, { field: 'index', in: [index] })).filter((a) => a.index === index).map((a) => a.address);
+    return (await this.dumpAddresses(op, { field: 'index', in: [index] })).map((a) => a.address);
   }
 
   addAddresses(link: LinkRef, addresses: readonly string[]): Promise<AddressResult[]> {
@@ -207,7 +207,7 @@ export class NetlinkLinkClient implements LinkClient {
       names.set(l.index, l.name);
       if (exclude.has(l.name)) excluded.push(l.index);
     }
-    const addrs = await this.dumpAddresses(op, { field: 'index', notIn: excluded });
+    const addrs = await this.dumpAddresses(op, excluded.length > 0 ? { field: 'index', notIn: excluded } : undefined);
     const out: LocalAddress[] = [];
     for (const a of addrs) {
       const name = names.get(a.index);
