@@ -4,57 +4,63 @@
 // values mean "default", as kube-proxy's defaulting does.
 
 import { CORE_SCHEMA, load as loadYaml, YAMLException } from 'js-yaml';
-import { z } from 'zod';
 import { toHostname, toHostPort, toList } from './convert.js';
 import { parseDuration } from './duration.js';
 import { ConfigError, Layer } from './layer.js';
+import { anything, check, either, integer, listOf, literal, nullable, object, optional, recordOf, typed, type Field, type Rule } from './rules.js';
 import { HEALTHZ_PORT, METRICS_PORT } from './schema.js';
 
 /** The only API version understood. */
 export const KUBE_PROXY_API_VERSION = 'kubeproxy.config.k8s.io/v1alpha1';
 
-const str = z.string().nullish();
-const dur = z.string().nullish();
-const bool = z.boolean().nullish();
-const int = z.number().int().nullish();
-const strs = z.array(z.string()).nullish();
-const section = <T extends z.core.$ZodLooseShape>(shape: T) => z.strictObject(shape).nullish();
+/** A field that may be absent or null. */
+const nullish = <T>(rule: Rule<T>): Field<T | null | undefined> => optional(nullable(rule));
+const str = nullish(typed('string'));
+const dur = str;
+const bool = nullish(typed('boolean'));
+const int = nullish(integer(Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER, 'expected an integer'));
+const strs = nullish(listOf(typed('string')));
+/** A section: an object of known fields only. */
+const section = <T extends object>(shape: { [K in keyof T]-?: Field<T[K]> }) => nullish(object<T>(shape, { strict: true }));
 
-/** Schema of the KubeProxyConfiguration v1alpha1 document (types only; values are checked by ConfigSchema). */
-export const KubeProxyConfigurationSchema = z.strictObject({
-  apiVersion: z.literal(KUBE_PROXY_API_VERSION),
-  kind: z.literal('KubeProxyConfiguration'),
-  featureGates: z.record(z.string(), z.boolean()).nullish(),
-  clientConnection: section({ kubeconfig: str, acceptContentTypes: str, contentType: str, qps: z.number().nullish(), burst: int }),
-  logging: section({ format: str, flushFrequency: z.union([z.string(), z.number()]).nullish(), verbosity: int, vmodule: z.unknown().optional(), options: z.unknown().optional() }),
-  hostnameOverride: str,
-  bindAddress: str,
-  healthzBindAddress: str,
-  metricsBindAddress: str,
-  bindAddressHardFail: bool,
-  enableProfiling: bool,
-  showHiddenMetricsForVersion: str,
-  mode: str,
-  iptables: section({ masqueradeBit: int, masqueradeAll: bool, localhostNodePorts: bool, snatNodeInternalIP: bool, syncPeriod: dur, minSyncPeriod: dur }),
-  ipvs: section({ syncPeriod: dur, minSyncPeriod: dur, scheduler: str, excludeCIDRs: strs, strictARP: bool, tcpTimeout: dur, tcpFinTimeout: dur, udpTimeout: dur }),
-  nftables: section({ masqueradeBit: int, masqueradeAll: bool, syncPeriod: dur, minSyncPeriod: dur }),
-  winkernel: section({ networkName: str, sourceVip: str, enableDSR: bool, rootHnsEndpointName: str, forwardHealthCheckVip: bool }),
-  detectLocalMode: str,
-  detectLocal: section({ bridgeInterface: str, interfaceNamePrefix: str }),
-  clusterCIDR: str,
-  nodePortAddresses: strs,
-  oomScoreAdj: int,
-  conntrack: section({ maxPerCore: int, min: int, tcpEstablishedTimeout: dur, tcpCloseWaitTimeout: dur, tcpBeLiberal: bool, udpTimeout: dur, udpStreamTimeout: dur }),
-  configSyncPeriod: dur,
-  portRange: str,
-  windowsRunAsService: bool,
-  // Removed from v1alpha1 in later releases; older kubeadm still writes them.
-  udpIdleTimeout: dur,
-  resourceContainer: str,
-});
+/** The KubeProxyConfiguration v1alpha1 document: types only; values are checked by ConfigSchema. */
+const kubeProxyConfiguration = object(
+  {
+    apiVersion: { rule: literal(KUBE_PROXY_API_VERSION) },
+    kind: { rule: literal('KubeProxyConfiguration') },
+    featureGates: nullish(recordOf(typed('boolean'))),
+    clientConnection: section({ kubeconfig: str, acceptContentTypes: str, contentType: str, qps: nullish(typed('number')), burst: int }),
+    logging: section({ format: str, flushFrequency: nullish(either(typed('string'), typed('number'))), verbosity: int, vmodule: optional(anything), options: optional(anything) }),
+    hostnameOverride: str,
+    bindAddress: str,
+    healthzBindAddress: str,
+    metricsBindAddress: str,
+    bindAddressHardFail: bool,
+    enableProfiling: bool,
+    showHiddenMetricsForVersion: str,
+    mode: str,
+    iptables: section({ masqueradeBit: int, masqueradeAll: bool, localhostNodePorts: bool, snatNodeInternalIP: bool, syncPeriod: dur, minSyncPeriod: dur }),
+    ipvs: section({ syncPeriod: dur, minSyncPeriod: dur, scheduler: str, excludeCIDRs: strs, strictARP: bool, tcpTimeout: dur, tcpFinTimeout: dur, udpTimeout: dur }),
+    nftables: section({ masqueradeBit: int, masqueradeAll: bool, syncPeriod: dur, minSyncPeriod: dur }),
+    winkernel: section({ networkName: str, sourceVip: str, enableDSR: bool, rootHnsEndpointName: str, forwardHealthCheckVip: bool }),
+    detectLocalMode: str,
+    detectLocal: section({ bridgeInterface: str, interfaceNamePrefix: str }),
+    clusterCIDR: str,
+    nodePortAddresses: strs,
+    oomScoreAdj: int,
+    conntrack: section({ maxPerCore: int, min: int, tcpEstablishedTimeout: dur, tcpCloseWaitTimeout: dur, tcpBeLiberal: bool, udpTimeout: dur, udpStreamTimeout: dur }),
+    configSyncPeriod: dur,
+    portRange: str,
+    windowsRunAsService: bool,
+    // Removed from v1alpha1 in later releases; older kubeadm still writes them.
+    udpIdleTimeout: dur,
+    resourceContainer: str,
+  },
+  { strict: true },
+);
 
 /** A parsed KubeProxyConfiguration document. */
-export type KubeProxyConfiguration = z.output<typeof KubeProxyConfigurationSchema>;
+export type KubeProxyConfiguration = typeof kubeProxyConfiguration extends Rule<infer T> ? T : never;
 
 /** What a config file contributes: its values and the warnings about fields it ignores. */
 export interface FileLayer {
@@ -78,13 +84,8 @@ export function parseKubeProxyConfiguration(text: string, fileName: string): Fil
     fail(`invalid YAML: ${yamlReason(err)}`);
   }
   if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) fail('expected a KubeProxyConfiguration object');
-  const parsed = KubeProxyConfigurationSchema.safeParse(doc, { error: fileIssueMessage });
-  if (!parsed.success) {
-    throw new ConfigError(parsed.error.issues.flatMap((iss) => {
-      if (iss.code === 'unrecognized_keys') return iss.keys.map((k) => `${fileName}: ${fieldPath([...iss.path, k])}: unknown field`);
-      return [`${fileName}: ${fieldPath(iss.path)}: ${iss.message}`];
-    }));
-  }
+  const parsed = check(kubeProxyConfiguration, doc);
+  if (!parsed.success) throw new ConfigError(parsed.error.issues.map((iss) => `${fileName}: ${fieldPath(iss.path)}: ${iss.message}`));
   return { layer: toLayer(parsed.data, fileName), warnings: ignoredFieldWarnings(parsed.data, fileName) };
 }
 
@@ -93,13 +94,6 @@ function yamlReason(err: unknown): string {
   if (!(err instanceof YAMLException)) return (err as Error)?.message ?? String(err);
   const { reason, mark } = err as YAMLException & { reason: string; mark?: { line: number; column: number } };
   return mark ? `${reason} at line ${mark.line + 1}, column ${mark.column + 1}` : reason;
-}
-
-function fileIssueMessage(iss: z.core.$ZodRawIssue): string | undefined {
-  const got = iss.input === undefined ? 'nothing' : JSON.stringify(iss.input);
-  if (iss.code === 'invalid_value') return `expected ${iss.values.map((v) => JSON.stringify(v)).join(' or ')}, got ${got}`;
-  if (iss.code === 'invalid_type') return `expected ${iss.expected}, got ${got}`;
-  return undefined;
 }
 
 function fieldPath(path: readonly PropertyKey[]): string {
