@@ -29,7 +29,7 @@ if (!inFreshNetns()) {
 const { ConfigSchema } = await import('../dist/src/config.js');
 const { Iptables, spawnExec, defaultBinaries } = await import('../dist/src/kernel/iptables.js');
 const { NetlinkLinkClient } = await import('../dist/src/kernel/link.js');
-const { endpointSliceSchema, serviceSchema } = await import('../dist/src/model/k8s.js');
+const { endpointSliceSchema, serviceSchema } = await import('../dist/src/model/k8s-schemas.js');
 const { IptablesProxier } = await import('../dist/src/proxy/iptables/proxier.js');
 const { pino } = await import('pino');
 

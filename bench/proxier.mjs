@@ -7,8 +7,8 @@ import { NetlinkIpsetClient } from '../dist/src/kernel/ipset/client.js';
 import { NetlinkIpvsClient } from '../dist/src/kernel/ipvs/client.js';
 import { Iptables } from '../dist/src/kernel/iptables.js';
 import { NetlinkLinkClient } from '../dist/src/kernel/link.js';
-import { createLogger } from '../dist/src/log.js';
-import { endpointSliceSchema, serviceSchema } from '../dist/src/model/k8s.js';
+import { createLogger } from '../dist/src/log-json.js';
+import { endpointSliceSchema, serviceSchema } from '../dist/src/model/k8s-schemas.js';
 import { IpvsProxier } from '../dist/src/proxy/ipvs/proxier.js';
 import { median, reloadIpvs, requireUml, restoreText, sh, time } from './uml-kernel.mjs';
 

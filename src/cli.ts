@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { ConfigError, formatHelp, parseArgs } from './config.js';
 import { parseVip } from './config/args.js';
 import type { InspectSources } from './inspect.js';
-import { createLogger } from './log.js';
+import { openLogger } from './log.js';
 import { withNodeLock } from './lock.js';
 
 /** Where the CLI writes; injectable so tests can run it in-process. */
@@ -58,7 +58,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     case 'cleanup':
     case 'run': {
       const { config, command } = parsed;
-      const logger = createLogger(config.log);
+      const logger = await openLogger(config.log);
       const run = async (): Promise<number> => {
         if (command === 'cleanup') return (await import('./cleanup.js')).runCleanup(config, logger);
         // The source starts reading before the daemon's own (larger) module graph is loaded.

@@ -1,9 +1,34 @@
-// Logs (pino): `--logging-format text` (the default, as kube-proxy's klog text) writes one line per
+// Logs: `--logging-format text` (the default, as kube-proxy's klog text) writes one line per
 // event, `time LEVEL msg key=value…`, formatted straight from the call's arguments (no JSON round
-// trip); `--logging-format json` writes pino's JSON lines.
+// trip) by TextLogger; `--logging-format json` writes pino's JSON lines (log-json.ts). Text mode
+// never loads pino: its import is a fifth of the daemon's start-up before its first API request
+// inside UML (about 0.33 s), and text lines need nothing from it but levels.
 import { format as formatMsg } from 'node:util';
 
-import { pino, type Logger } from 'pino';
+/** A log call, as pino's: `(fields, msg, ...printf args)`, `(err, msg)` or `(msg, ...printf args)`. */
+export interface LogFn {
+  (fields: object, msg?: string, ...args: unknown[]): void;
+  (msg: string, ...args: unknown[]): void;
+}
+
+/** The logger every module takes: pino's Logger has this shape, and so has TextLogger. */
+export interface Logger {
+  readonly level: string;
+  trace: LogFn;
+  debug: LogFn;
+  info: LogFn;
+  warn: LogFn;
+  error: LogFn;
+  fatal: LogFn;
+  /** A logger whose lines carry `bindings` too. */
+  child(bindings: Record<string, unknown>): Logger;
+}
+
+/** The logger's options: `--logging-format`, `-v`. */
+export interface LoggerOptions {
+  format: LogFormat;
+  verbosity: number;
+}
 
 /** The log formats: `text` (default) and `json`. */
 export type LogFormat = 'json' | 'text';
@@ -61,22 +86,41 @@ export function formatTextLine(time: Date, level: string, args: readonly unknown
   return `${parts.join(' ')}\n`;
 }
 
-/** The process logger: verbosity 0 = info, >= 2 debug, >= 4 trace (klog-style -v). */
-export function createLogger(opts: { format: LogFormat; verbosity: number }, out: NodeJS.WritableStream = process.stderr, now: () => Date = () => new Date()): Logger {
-  const level = opts.verbosity >= 4 ? 'trace' : opts.verbosity >= 2 ? 'debug' : 'info';
-  if (opts.format === 'json') return pino({ base: { pid: process.pid }, level }, out as unknown as pino.DestinationStream);
-  // NOTE: pino calls logMethod only for enabled levels; text mode writes the line itself and
-  // never asks pino to serialize, so a line costs one string build.
-  return pino({
-    base: null,
-    level,
-    hooks: {
-      logMethod(args, _method, lvl) {
-        const bindings = this.bindings();
-        out.write(formatTextLine(now(), pino.levels.labels[lvl] ?? String(lvl), args, bindings));
-      },
-    },
-  }, { write: () => undefined } as unknown as pino.DestinationStream);
+const LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
+
+/** klog-style verbosity to a level: 0 = info, >= 2 debug, >= 4 trace. */
+export function levelOf(verbosity: number): 'trace' | 'debug' | 'info' {
+  return verbosity >= 4 ? 'trace' : verbosity >= 2 ? 'debug' : 'info';
 }
 
-export type { Logger };
+/** Text lines (formatTextLine) for the calls at `level` and above; a call below it costs nothing. */
+export class TextLogger implements Logger {
+  declare trace: LogFn;
+  declare debug: LogFn;
+  declare info: LogFn;
+  declare warn: LogFn;
+  declare error: LogFn;
+  declare fatal: LogFn;
+
+  constructor(
+    readonly level: string,
+    private readonly out: NodeJS.WritableStream,
+    private readonly now: () => Date,
+    private readonly bindings: Record<string, unknown> = {},
+  ) {
+    const from = LEVELS.indexOf(level as (typeof LEVELS)[number]);
+    for (const [i, name] of LEVELS.entries()) {
+      this[name] = i < from ? () => undefined : (...args: unknown[]) => void out.write(formatTextLine(now(), name, args, bindings));
+    }
+  }
+
+  child(bindings: Record<string, unknown>): Logger {
+    return new TextLogger(this.level, this.out, this.now, { ...this.bindings, ...bindings });
+  }
+}
+
+/** The process logger: text lines without pino, or pino's JSON lines (pino loaded for it only). */
+export async function openLogger(opts: LoggerOptions, out: NodeJS.WritableStream = process.stderr): Promise<Logger> {
+  if (opts.format === 'text') return new TextLogger(levelOf(opts.verbosity), out, () => new Date());
+  return (await import('./log-json.js')).createLogger(opts, out);
+}

@@ -69,10 +69,19 @@ export class KubeHttp {
    * GETs a list at `path`, handing each element of its `items` to `onItem` as soon as its text
    * has arrived (list-stream.ts); resolves with the list's other members once the body is
    * complete. Rejects on a malformed or truncated body, or when onItem throws (the items handed
-   * on before stay handed on).
+   * on before stay handed on). `beforeDecode` is awaited once the response has arrived, before
+   * its body is read.
    */
-  async getList(path: string, signal: AbortSignal, onItem: (item: unknown) => void): Promise<ListHead> {
+  async getList(path: string, signal: AbortSignal, onItem: (item: unknown) => void, beforeDecode?: () => Promise<unknown>): Promise<ListHead> {
     const res = await this.get(path, signal);
+    if (beforeDecode) {
+      try {
+        await beforeDecode();
+      } catch (err) {
+        res.destroy();
+        throw err;
+      }
+    }
     const splitter = new ListSplitter(onItem);
     return consumeText(res, (chunk) => splitter.write(chunk), () => splitter.end(), 'response closed before its end');
   }

@@ -41,6 +41,11 @@ export interface InformerOptions {
   /** The server ends a watch after about this long (default 5–10 min, random, as client-go). */
   watchTimeoutSeconds?: number;
   logger?: Logger | undefined;
+  /**
+   * Awaited after a list's response has arrived and before its body is read: what the
+   * events need (the validation's modules) loads while the first request is under way.
+   */
+  beforeDecode?: () => Promise<unknown>;
 }
 
 /** A watch silent (no event, no bookmark) for its timeout plus this long is presumed dead. */
@@ -157,7 +162,7 @@ export class Informer {
         this.#events.upsert(key, item);
       };
       do {
-        const page = await this.#http.getList(this.#query({ limit: String(pageSize), ...(token ? { continue: token } : {}) }), abort.signal, onItem);
+        const page = await this.#http.getList(this.#query({ limit: String(pageSize), ...(token ? { continue: token } : {}) }), abort.signal, onItem, this.#opts.beforeDecode);
         if (this.#stopped) return;
         if (!page.hasItems) throw new Error(`${this.#opts.path}: list response has no items`);
         const meta = page.members.metadata as { resourceVersion?: unknown; continue?: unknown } | undefined;

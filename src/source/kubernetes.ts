@@ -2,6 +2,7 @@
 // (discovery.k8s.io/v1) and this node's Node (fieldSelector metadata.name=<node>).
 // - Objects are decoded from each list page / watch line straight into the compact validated
 //   form (compact.ts, then the zod schemas once); the informers cache only resourceVersions.
+//   The validation's modules (zod) load when the first list answers, before its body is read.
 // - Every object is validated with the zod schemas; an invalid one is reported and skipped, so
 //   the last valid version delivered stays in force (a later valid version replaces it).
 // - EndpointSlices without the kubernetes.io/service-name label are not delivered (a slice that
@@ -20,7 +21,7 @@ import { loadClientConfig } from './kube-config.js';
 import { KubeHttp } from './kube-http.js';
 import { Informer, type Backoff, type InformerEvents, type RawObject } from './kube-informer.js';
 import type { ProxySource, SourceHandler } from './types.js';
-import { validate, type SourceKind, type SourceObjects } from './validate.js';
+import type { SourceKind, SourceObjects, validate } from './validate.js';
 
 /** Options of a KubernetesSource. */
 export interface KubernetesSourceOptions {
@@ -63,6 +64,8 @@ export class KubernetesSource implements ProxySource {
   #startedAt = 0;
   #heapAtStart = 0;
   #settle: { resolve: () => void; reject: (err: Error) => void } | undefined;
+  /** validate.js's, imported when the first list answers; every list waits for it before decoding. */
+  #validate: typeof validate | undefined;
 
   constructor(options: KubernetesSourceOptions) {
     this.#opts = options;
@@ -80,8 +83,11 @@ export class KubernetesSource implements ProxySource {
     const backoff = this.#opts.backoff ?? { initialMs: 500, maxMs: 30_000 };
     const listTimeoutMs = this.#opts.listTimeoutMs ?? 60_000;
     const pageSize = this.#opts.pageSize ?? 500;
+    // Imported once the first answer is in: zod's import must not hold the first requests.
+    let validation: Promise<void> | undefined;
+    const beforeDecode = (): Promise<void> => (validation ??= import('./validate.js').then((m) => void (this.#validate = m.validate)));
     const make = (kind: SourceKind, path: string, fieldSelector?: string): Informer =>
-      new Informer(http, { path, backoff, listTimeoutMs, pageSize, logger, ...(fieldSelector ? { fieldSelector } : {}) }, this.#events(kind, handler));
+      new Informer(http, { path, backoff, listTimeoutMs, pageSize, logger, beforeDecode, ...(fieldSelector ? { fieldSelector } : {}) }, this.#events(kind, handler));
     this.#informers = [
       make('Service', '/api/v1/services'),
       make('EndpointSlice', '/apis/discovery.k8s.io/v1/endpointslices'),
@@ -113,7 +119,7 @@ export class KubernetesSource implements ProxySource {
   /** Decodes a raw object into the compact validated form (validated once), then delivers it. */
   #upsert(kind: SourceKind, key: string, raw: RawObject, h: SourceHandler): void {
     const name = `${kind} ${key || '(unnamed)'}`;
-    const result = validate(kind, compact(raw));
+    const result = this.#validate!(kind, compact(raw));
     if (!result.ok) {
       this.#opts.logger?.warn({ object: name, reason: result.reason }, 'kubernetes: object rejected');
       h.onError({ object: name, reason: result.reason });

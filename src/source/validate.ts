@@ -7,7 +7,7 @@
 import type { z } from 'zod';
 
 import { NOT_PLAIN, plainEndpointSlice, plainService } from '../model/k8s-fast.js';
-import { endpointSliceSchema, nodeSchema, serviceSchema } from '../model/k8s.js';
+import { endpointSliceSchema, nodeSchema, serviceSchema } from '../model/k8s-schemas.js';
 import type { EndpointSlice, Node, Service } from '../model/k8s.js';
 import { checkEndpointSliceNames, checkNodeNames, checkServiceNames, type NameIssue } from './names.js';
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 
-import { endpointSliceSchema, nodeSchema, serviceSchema, type EndpointSlice, type Service } from '../../src/model/k8s.js';
+import { type EndpointSlice, type Service } from '../../src/model/k8s.js';
+import { endpointSliceSchema, nodeSchema, serviceSchema } from '../../src/model/k8s-schemas.js';
 import { native } from '../../src/native/binding.js';
 import { ChangeTracker, endpointsForService, servicePortsOf, sliceErrors } from '../../src/proxy/changetracker.js';
 

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 
 import { ChangeTracker } from '../../src/proxy/changetracker.js';
 import { trackerHandler } from '../../src/proxy/handler.js';
-import { createLogger } from '../../src/log.js';
+import { createLogger } from '../../src/log-json.js';
 import type { ProxyHealth } from '../../src/server/health.js';
 import type { ProxyMetrics } from '../../src/server/metrics.js';
 import { slice, svc } from './lib/objects.js';

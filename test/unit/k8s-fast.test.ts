@@ -6,7 +6,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 
 import { NOT_PLAIN, plainEndpointSlice, plainService } from '../../src/model/k8s-fast.js';
-import { endpointSliceSchema, serviceSchema } from '../../src/model/k8s.js';
+import { endpointSliceSchema, serviceSchema } from '../../src/model/k8s-schemas.js';
 import { validate } from '../../src/source/validate.js';
 import { makeService, makeSlice } from '../../bench/objects.mjs';
 

@@ -2,7 +2,8 @@
 // out, errors with their object) and pino's JSON lines.
 import { describe, expect, it } from 'vitest';
 
-import { createLogger, formatTextLine } from '../../src/log.js';
+import { createLogger } from '../../src/log-json.js';
+import { formatTextLine, openLogger, TextLogger } from '../../src/log.js';
 
 const T = new Date('2026-11-23T11:35:16.123Z');
 
@@ -74,5 +75,28 @@ describe('json log format', () => {
     logger.info({ durationMs: 2209.5, ops: { addService: 0 } }, 'synced');
     expect(lines).toHaveLength(1);
     expect(JSON.parse(lines[0]!)).toMatchObject({ level: 30, msg: 'synced', durationMs: 2209.5, ops: { addService: 0 }, pid: process.pid });
+  });
+});
+
+describe('openLogger (the daemon\'s)', () => {
+  const sink = (lines: string[]) => ({ write: (l: string) => (lines.push(l), true) }) as never;
+
+  it('writes text lines without pino, at the verbosity\'s level', async () => {
+    const lines: string[] = [];
+    const logger = await openLogger({ format: 'text', verbosity: 2 }, sink(lines));
+    expect(logger).toBeInstanceOf(TextLogger);
+    expect(logger.level).toBe('debug');
+    logger.trace('hidden');
+    logger.child({ a: 1 }).child({ b: 'x' }).debug({ c: true }, 'shown %d', 7);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/^\S+Z DEBUG shown 7 a=1 b="x" c=true\n$/);
+  });
+
+  it('writes pino JSON lines for --logging-format json', async () => {
+    const lines: string[] = [];
+    const logger = await openLogger({ format: 'json', verbosity: 0 }, sink(lines));
+    logger.info({ n: 1 }, 'hello');
+    logger.debug('hidden');
+    expect(lines.map((l) => JSON.parse(l))).toMatchObject([{ level: 30, msg: 'hello', n: 1 }]);
   });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { createLogger } from '../../src/log.js';
+import { createLogger } from '../../src/log-json.js';
 import { MemoryKeeper, QUIET_MS } from '../../src/memory.js';
 import { native } from '../../src/native/binding.js';
 

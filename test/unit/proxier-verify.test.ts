@@ -11,7 +11,7 @@ import { FakeIpsetClient } from '../../src/kernel/ipset/fake.js';
 import { FakeIpvsClient } from '../../src/kernel/ipvs/fake.js';
 import type { IpvsClient } from '../../src/kernel/ipvs/client.js';
 import { FakeLinkClient } from '../../src/kernel/link.js';
-import { createLogger } from '../../src/log.js';
+import { createLogger } from '../../src/log-json.js';
 import { IpvsProxier } from '../../src/proxy/ipvs/proxier.js';
 import type { SourceHandler } from '../../src/source/types.js';
 import { fakeIptables, type FakeIptables } from './lib/fake-iptables.js';

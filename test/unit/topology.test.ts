@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { ConfigSchema } from '../../src/config.js';
-import { endpointSliceSchema, nodeSchema, serviceSchema } from '../../src/model/k8s.js';
+import { endpointSliceSchema, nodeSchema, serviceSchema } from '../../src/model/k8s-schemas.js';
 import type { EndpointInfo, ServicePortInfo } from '../../src/model/service.js';
 import { ChangeTracker } from '../../src/proxy/changetracker.js';
 import { serviceRules } from '../../src/proxy/iptables/rules.js';

@@ -1,5 +1,5 @@
 // Small validated objects for proxier tests: a one-port ClusterIP Service and its EndpointSlice.
-import { endpointSliceSchema, serviceSchema } from '../../../src/model/k8s.js';
+import { endpointSliceSchema, serviceSchema } from '../../../src/model/k8s-schemas.js';
 
 /** Service ns/`name` at cluster IP `ip`, port http 80 → 8080, with `annotations`. */
 export const svc = (name: string, ip: string, annotations: Record<string, string> = {}) =>
