@@ -1,6 +1,6 @@
 // The phases of the cluster-scale benchmark (bench/cluster.mjs), each against a running daemon
 // (the built dist/src/cli.js) and the real kernel, inside UML.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -54,6 +54,25 @@ export async function coldStart({ args, log, probe, cluster, api }) {
     if (daemon.elapsed() > 900_000) throw new Error('cold start: the kernel table was not complete after 15 min');
     await sleep(cluster.pollMs);
   }
+}
+
+/**
+ * The reference for the daemon's first list request: spawn of a node process that only sends one
+ * list request (with the same token) → the server has it, in ms. Node's own start-up is most of it.
+ */
+export async function requestOnlyMs(api, url, token) {
+  api.resetStats();
+  const t = performance.now();
+  const code = `require('node:http').get(${JSON.stringify(`${url}/api/v1/nodes?limit=1`)}, { headers: { authorization: ${JSON.stringify(`Bearer ${token}`)} } }, (r) => r.resume())`;
+  const child = spawn(process.execPath, ['-e', code], { stdio: 'ignore' });
+  const exited = new Promise((res) => child.once('exit', res));
+  while (api.stats.firstListAt === null) {
+    if (performance.now() - t > 60_000) throw new Error('request-only reference: no request after 60 s');
+    await sleep(5);
+  }
+  const ms = api.stats.firstListAt - t;
+  await exited;
+  return ms;
 }
 
 /** Writes one endpoint change and returns {i, ip, at}: service i's endpoint slot now has address ip. */

@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 
-import { churn, cleanKernel, coldStart, memory, oneChange, periodic, restart, restoreMs } from './cluster-phases.mjs';
+import { churn, cleanKernel, coldStart, memory, oneChange, periodic, requestOnlyMs, restart, restoreMs } from './cluster-phases.mjs';
 import { KernelProbe } from './daemon-probe.mjs';
 import { FakeApiServer } from './fake-apiserver.mjs';
 import { CLUSTER_CIDR, NODE_NAME, endpointIp, makeNode, makeService, makeSlice, vip } from './objects.mjs';
@@ -66,12 +66,13 @@ function makeCluster(n) {
 }
 
 /** Cold start vs ipvsadm-restore, interleaved; the last daemon is left running. */
-async function pairs(cluster, args, probe, api) {
-  const rows = { restore: [], cold: [], ratio: [], firstList: [], check: [], confirms: [] };
+async function pairs(cluster, args, probe, api, requestOnly = null) {
+  const rows = { restore: [], cold: [], ratio: [], firstList: [], requestOnly: [], check: [], confirms: [] };
   let last;
   for (let r = 0; r < ROUNDS; r++) {
     step(`round ${r + 1}: ipvsadm-restore`);
     rows.restore.push(await restoreMs(cluster.restore()));
+    if (requestOnly) rows.requestOnly.push(await requestOnly());
     step(`round ${r + 1}: daemon cold start`);
     last = await coldStart({ args, log: LOG, probe, cluster, api });
     rows.cold.push(last.ms);
@@ -84,7 +85,7 @@ async function pairs(cluster, args, probe, api) {
   const ready = await last.daemon.ready();
   const cold = median(rows.cold);
   const restore = median(rows.restore);
-  return { daemon: last.daemon, rows, cold, restore, ratio: median(rows.ratio), readyMs: ready.ms, firstList: rows.firstList.length ? median(rows.firstList) : null };
+  return { daemon: last.daemon, rows, cold, restore, ratio: median(rows.ratio), readyMs: ready.ms, firstList: rows.firstList.length ? median(rows.firstList) : null, requestOnly: rows.requestOnly.length ? median(rows.requestOnly) : null };
 }
 
 async function runSize(n, probe) {
@@ -105,10 +106,10 @@ async function runSize(n, probe) {
   const args = ['--kubeconfig', kubeconfig, ...commonArgs];
   console.log(`\n== ${n} Services x ${EP} endpoints (${(bytes / n / 1024).toFixed(2)} kB of JSON per Service+EndpointSlice, ${(bytes / 2 ** 20).toFixed(1)} MiB), ${ROUNDS} round(s)`);
 
-  const p = await pairs(cluster, args, probe, api);
-  const r = { n, cold: p.cold, restore: p.restore, ratio: p.ratio, firstList: p.firstList, readyMs: p.readyMs };
+  const p = await pairs(cluster, args, probe, api, () => requestOnlyMs(api, url, TOKEN));
+  const r = { n, cold: p.cold, restore: p.restore, ratio: p.ratio, firstList: p.firstList, requestOnly: p.requestOnly, readyMs: p.readyMs };
   r.memCold = await settledMemory(p.daemon);
-  console.log(`  cold start: ${s(p.cold)} vs ipvsadm-restore ${s(p.restore)}  ratio ${p.ratio.toFixed(2)}  (median of ${ROUNDS}; pairs ${p.rows.cold.map((c, k) => `${s(c)}/${s(p.rows.restore[k])}`).join(', ')}; first list request ${p.firstList === null ? '-' : s(p.firstList)}; confirming dump ${msf(median(p.rows.check))}, dumps ${p.rows.confirms.join(',')}; last daemon's first sync done ${s(p.readyMs)})`);
+  console.log(`  cold start: ${s(p.cold)} vs ipvsadm-restore ${s(p.restore)}  ratio ${p.ratio.toFixed(2)}  (median of ${ROUNDS}; pairs ${p.rows.cold.map((c, k) => `${s(c)}/${s(p.rows.restore[k])}`).join(', ')}; first list request ${p.firstList === null ? '-' : s(p.firstList)}${p.requestOnly === null ? '' : ` (a node process that only sends it: ${s(p.requestOnly)})`}; confirming dump ${msf(median(p.rows.check))}, dumps ${p.rows.confirms.join(',')}; last daemon's first sync done ${s(p.readyMs)})`);
   console.log(`    after cold start: ${mem(r.memCold)}`);
 
   step('one change');
@@ -222,10 +223,10 @@ try {
   cleanKernel();
 }
 
-console.log(`\n| N × ${EP} | cold start vs ipvsadm-restore | ratio | first list | RSS / heap after cold start | one change p50 / p99 | churn 50/s p50 / p99 | RSS after churn | restart: change in kernel / ready / writes | no-change period: sync time / writes / processes |`);
+console.log(`\n| N × ${EP} | cold start vs ipvsadm-restore | ratio | first list (request-only node process) | RSS / heap after cold start | one change p50 / p99 | churn 50/s p50 / p99 | RSS after churn | restart: change in kernel / ready / writes | no-change period: sync time / writes / processes |`);
 console.log('|---|---|---|---|---|---|---|---|---|---|');
 for (const r of results) {
-  console.log(`| ${r.n.toLocaleString('en')} | ${s(r.cold)} vs ${s(r.restore)} | ${r.ratio.toFixed(2)} | ${r.firstList === null ? '-' : s(r.firstList)} | ${MiB(r.memCold.rss)} / ${MiB(r.memCold.heap)} | ${msf(r.one.p50)} / ${msf(r.one.p99)} | ${msf(r.churn.p50)} / ${msf(r.churn.p99)} | ${MiB(r.memChurn.rss)} | ${s(r.restart.usefulMs)} / ${s(r.restart.readyMs)} / ${r.restart.kernelOps}+${r.restart.verifyOps} | ${s(r.periodic.syncMs)} / ${r.periodic.kernelOps.toFixed(0)}+${r.periodic.verifyOps.toFixed(0)} / ${r.periodic.forks.toFixed(1)} |`);
+  console.log(`| ${r.n.toLocaleString('en')} | ${s(r.cold)} vs ${s(r.restore)} | ${r.ratio.toFixed(2)} | ${r.firstList === null ? '-' : s(r.firstList)}${r.requestOnly === null ? '' : ` (${s(r.requestOnly)})`} | ${MiB(r.memCold.rss)} / ${MiB(r.memCold.heap)} | ${msf(r.one.p50)} / ${msf(r.one.p99)} | ${msf(r.churn.p50)} / ${msf(r.churn.p99)} | ${MiB(r.memChurn.rss)} | ${s(r.restart.usefulMs)} / ${s(r.restart.readyMs)} / ${r.restart.kernelOps}+${r.restart.verifyOps} | ${s(r.periodic.syncMs)} / ${r.periodic.kernelOps.toFixed(0)}+${r.periodic.verifyOps.toFixed(0)} / ${r.periodic.forks.toFixed(1)} |`);
 }
 if (manifests) console.log(`| ${manifests.n.toLocaleString('en')} --manifests | ${s(manifests.cold)} vs ${s(manifests.restore)} | ${manifests.ratio.toFixed(2)} | | ${MiB(manifests.memCold.rss)} / ${MiB(manifests.memCold.heap)} | | | | | |`);
 console.log(`runtime ${((Date.now() - started) / 60_000).toFixed(1)} min`);
