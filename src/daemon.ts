@@ -41,7 +41,8 @@ async function openReadClients(ipvs: IpvsClient): Promise<{ ipvs: IpvsClient; ip
 /** What the daemon needs of a proxier (IpvsProxier and IptablesProxier both are one). */
 interface Proxier {
   handler(onChange: () => void): SourceHandler;
-  sync(opts: { full?: boolean; periodic?: boolean }): Promise<unknown>;
+  /** `adopted`: this sync verified the whole kernel first (the IPVS proxier's first sync). */
+  sync(opts: { full?: boolean; periodic?: boolean }): Promise<{ full: boolean; adopted?: boolean }>;
   close(): void;
 }
 
@@ -190,11 +191,13 @@ async function runWithSource(config: Config, logger: Logger, nodeName: string, {
   }
   const memory = new MemoryKeeper({ logger, intervalMs: config.syncPeriodMs, quietFor: () => runner.quietFor() });
   const runner: BoundedFrequencyRunner = new BoundedFrequencyRunner(async ({ periodic }) => {
-    await proxier.sync({ periodic });
+    const { adopted } = await proxier.sync({ periodic });
     // A periodic sync starts the verification, which reads the whole kernel table in steps:
     // memory is looked at once it is done, so its garbage is returned too.
     if (periodic && ipvsProxier) void ipvsProxier.verified().then(() => memory.afterVerification(), () => undefined);
     else memory.afterSync();
+    // The first sync verified the whole kernel as it adopted it: the next verification is a period after it.
+    return { verified: adopted === true };
   }, {
     minIntervalMs: config.minSyncPeriodMs,
     maxIntervalMs: config.syncPeriodMs,

@@ -3,6 +3,9 @@
 // maxInterval on its own schedule (syncs asked for in between do not postpone it, and are not
 // periodic), a failed sync is retried after retryInterval (doubled per consecutive failure),
 // bursts of requests coalesce into one sync, and the sync never runs concurrently with itself.
+// A sync that verified everything on its own (SyncResult.verified) moves the periodic schedule
+// to a full maxInterval after its end, so a long first sync is not followed at once by another
+// whole read.
 //
 // minInterval is counted from the start of the previous sync, as kube-proxy's token-bucket
 // runner did before 1.33 (today's counts it from the end): a change then waits at most
@@ -43,6 +46,15 @@ export interface SyncInfo {
   periodic: boolean;
 }
 
+/** What a sync may tell the runner. */
+export interface SyncResult {
+  /**
+   * This sync read and verified the whole state, as the periodic one does (the IPVS proxier's
+   * first sync adopts the kernel that way): the next periodic sync is maxInterval after its end.
+   */
+  verified?: boolean;
+}
+
 // Node's timers overflow past 2^31-1 ms (and then fire at once); longer waits are re-armed.
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -51,7 +63,7 @@ export const END_GAP = 0.1;
 
 /** Runs an async sync function at a bounded frequency; see the file comment. Call start() to begin. */
 export class BoundedFrequencyRunner {
-  readonly #sync: (info: SyncInfo) => Promise<void> | void;
+  readonly #sync: (info: SyncInfo) => Promise<SyncResult | void> | SyncResult | void;
   readonly #min: number;
   readonly #max: number;
   readonly #retry: number;
@@ -64,14 +76,14 @@ export class BoundedFrequencyRunner {
   #askedAt = -Infinity;
   #inFlight: Promise<void> | undefined;
   #notBefore = -Infinity; // max(last start + minInterval, last end + minInterval * END_GAP)
-  #periodicAt = Infinity; // start() + maxInterval, then the last periodic sync's start + maxInterval
+  #periodicAt = Infinity; // start() + maxInterval, then the last periodic sync's start (or a verified sync's end) + maxInterval
   #retryAt = Infinity;
   #failures = 0;
   #timer: unknown;
   #timerAt = Infinity;
 
   /** Throws a RangeError if an interval is negative or maxIntervalMs < minIntervalMs. */
-  constructor(sync: (info: SyncInfo) => Promise<void> | void, options: RunnerOptions) {
+  constructor(sync: (info: SyncInfo) => Promise<SyncResult | void> | SyncResult | void, options: RunnerOptions) {
     const { minIntervalMs, maxIntervalMs, retryIntervalMs } = options;
     for (const [name, v] of Object.entries({ minIntervalMs, maxIntervalMs, retryIntervalMs })) {
       if (!(v >= 0)) throw new RangeError(`${name} must be >= 0, got ${v}`);
@@ -186,9 +198,10 @@ export class BoundedFrequencyRunner {
     const periodic = start >= this.#periodicAt;
     if (periodic) this.#periodicAt = start + this.#max;
     let failed = false;
+    let result: SyncResult | void = undefined;
     try {
       // Called from a microtask, so a sync that throws synchronously still settles after #inFlight is set.
-      await Promise.resolve().then(() => this.#sync({ periodic }));
+      result = await Promise.resolve().then(() => this.#sync({ periodic }));
     } catch (err) {
       failed = true;
       try {
@@ -199,6 +212,7 @@ export class BoundedFrequencyRunner {
     }
     const end = this.#clock.now();
     this.#notBefore = Math.max(start + this.#min, end + this.#min * END_GAP);
+    if (!failed && result?.verified) this.#periodicAt = Math.max(this.#periodicAt, end + this.#max);
     this.#failures = failed ? this.#failures + 1 : 0;
     if (failed) this.#retryAt = Math.min(this.#retryAt, end + this.#backoff());
     this.#inFlight = undefined;

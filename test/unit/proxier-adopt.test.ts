@@ -45,6 +45,17 @@ describe('IpvsProxier adoption of an empty kernel', () => {
     expect(iptables.saves).toBe(2);
   });
 
+  it('reports the sync that adopted the kernel (a whole verification), and only that one', async () => {
+    const { proxier, handler } = setup();
+    handler.onService('ns/a', svc('a', '10.96.0.10'));
+    handler.onEndpointSlice('ns/a-1', slice('a', ['10.244.1.2']));
+    expect((await proxier.sync()).adopted).toBe(true);
+    handler.onEndpointSlice('ns/a-1', slice('a', ['10.244.1.3']));
+    expect((await proxier.sync()).adopted).toBeUndefined();
+    expect((await proxier.sync({ periodic: true })).adopted).toBeUndefined();
+    await proxier.verified();
+  });
+
   it('clears stale UDP conntrack entries after the virtual server is written, not before', async () => {
     const { ipvs, conntrack, proxier, handler } = setup();
     handler.onService('ns/dns', serviceSchema.parse({ metadata: { name: 'dns', namespace: 'ns' }, spec: { clusterIP: '10.96.0.53', ports: [{ name: 'dns', port: 53, protocol: 'UDP', targetPort: 5353 }] } }));

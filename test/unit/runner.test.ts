@@ -198,6 +198,42 @@ describe('BoundedFrequencyRunner', () => {
     await sync2.stop();
   });
 
+  it('a sync that verified everything moves the next periodic sync to a full maxInterval after its end', async () => {
+    const seen: Array<[number, boolean]> = [];
+    let first = true;
+    const runner = new BoundedFrequencyRunner(async (info) => {
+      seen.push([Date.now(), info.periodic]);
+      if (!first) return;
+      first = false;
+      await new Promise((r) => setTimeout(r, 20_000)); // a long first sync that adopts the kernel
+      return { verified: true };
+    }, { minIntervalMs: MIN, maxIntervalMs: MAX, retryIntervalMs: RETRY, clock: fakeClock });
+    runner.start();
+    runner.run();
+    await advance(MAX + 1); // without the result, the periodic sync would start at MAX, 10 s after the first one ended
+    expect(seen).toEqual([[0, false]]);
+    await advance(20_000 + MAX - (MAX + 1) - 1);
+    expect(seen).toEqual([[0, false]]);
+    await advance(1);
+    expect(seen).toEqual([[0, false], [20_000 + MAX, true]]);
+    await advance(MAX); // then every maxInterval from that periodic sync's start, as before
+    expect(seen).toEqual([[0, false], [20_000 + MAX, true], [20_000 + 2 * MAX, true]]);
+    await runner.stop();
+  });
+
+  it('a sync that does not say it verified everything leaves the periodic schedule as it was', async () => {
+    const seen: number[] = [];
+    const runner = new BoundedFrequencyRunner((info) => {
+      if (info.periodic) seen.push(Date.now());
+      else return { verified: false };
+    }, { minIntervalMs: MIN, maxIntervalMs: MAX, retryIntervalMs: RETRY, clock: fakeClock });
+    runner.start();
+    runner.run();
+    await advance(MAX);
+    expect(seen).toEqual([MAX]);
+    await runner.stop();
+  });
+
   it('under steady requests the periodic sync still happens on schedule (kube-proxy churn)', async () => {
     const seen: Array<[number, boolean]> = [];
     const runner = new BoundedFrequencyRunner((info) => void seen.push([Date.now(), info.periodic]), {

@@ -94,6 +94,8 @@ export interface SyncReport {
   errors: number;
   /** Milliseconds spent per phase (prepare, read, plan, apply, iptables, health). */
   phases: Record<string, number>;
+  /** This sync first adopted the kernel through a whole verification (the daemon's first sync). */
+  adopted?: boolean;
 }
 
 /** The IPVS proxier; the daemon feeds it through handler() and calls sync() from the runner. */
@@ -228,9 +230,11 @@ export class IpvsProxier {
    * back the partial syncs that follow.
    */
   async sync(opts: { full?: boolean; periodic?: boolean } = {}): Promise<SyncReport> {
-    if (this.observed === null && !opts.full && !this.o.config.dryRun) await this.adopt();
+    const adopting = this.observed === null && !opts.full && !this.o.config.dryRun;
+    if (adopting) await this.adopt();
     try {
-      return await this.queue.run(() => this.syncNow(Boolean(opts.full) || this.observed === null));
+      const report = await this.queue.run(() => this.syncNow(Boolean(opts.full) || this.observed === null));
+      return adopting ? { ...report, adopted: true } : report;
     } finally {
       if (opts.periodic && !opts.full && !this.verifying && !this.o.config.dryRun) {
         this.verifying = this.verify().finally(() => (this.verifying = null));
