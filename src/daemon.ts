@@ -41,7 +41,7 @@ async function openReadClients(ipvs: IpvsClient): Promise<{ ipvs: IpvsClient; ip
 /** What the daemon needs of a proxier (IpvsProxier and IptablesProxier both are one). */
 interface Proxier {
   handler(onChange: () => void): SourceHandler;
-  /** `adopted`: this sync verified the whole kernel first (the IPVS proxier's first sync). */
+  /** Both proxiers report `full`; `adopted`: this sync verified the whole kernel first (the IPVS proxier's first sync). */
   sync(opts: { full?: boolean; periodic?: boolean }): Promise<{ full: boolean; adopted?: boolean }>;
   close(): void;
 }

@@ -212,7 +212,7 @@ export class BoundedFrequencyRunner {
     }
     const end = this.#clock.now();
     this.#notBefore = Math.max(start + this.#min, end + this.#min * END_GAP);
-    if (!failed && result?.verified) this.#periodicAt = Math.max(this.#periodicAt, end + this.#max);
+    if (result?.verified) this.#periodicAt = Math.max(this.#periodicAt, end + this.#max);
     this.#failures = failed ? this.#failures + 1 : 0;
     if (failed) this.#retryAt = Math.min(this.#retryAt, end + this.#backoff());
     this.#inFlight = undefined;
