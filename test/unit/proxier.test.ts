@@ -63,7 +63,7 @@ describe('IpvsProxier', () => {
     expect(await metrics.expose()).toMatch(/kube_ipvs_proxy_virtual_servers 1\n/);
   });
 
-  it('one endpoint change costs its own ops: no dump, no iptables restore', async () => {
+  it('one endpoint change costs its own ops: writes first, then one read of the service left draining, no iptables restore', async () => {
     for (let i = 0; i < 50; i++) {
       handler.onService(`ns/s${i}`, svc(`s${i}`, `10.96.1.${i}`));
       handler.onEndpointSlice(`ns/s${i}-1`, slice(`s${i}`, ['10.244.1.2', '10.244.2.2', '10.244.3.2']));
@@ -74,10 +74,19 @@ describe('IpvsProxier', () => {
     const r = await proxier.sync();
     expect(r.full).toBe(false);
     expect(ipvs.ops).toMatchObject({ addDestination: 1, updateDestination: 1, deleteDestination: 0, addService: 0 });
-    expect(ipvs.calls.apply).toBe(1);
-    expect(ipvs.dumpCount).toBe(0); // no kernel read at all (the drain is checked by the next sync, for that service only)
+    // Nothing is read before the change is written: the drain's connection count is read after it, for the next sync.
+    expect(ipvs.callLog).toEqual(['apply', 'listDestinations']);
     expect(iptables.restores).toBe(1);
     expect(ipvs.weights()['tcp/10.96.1.7:80']).toEqual({ '10.244.1.2:8080': 1, '10.244.2.2:8080': 1, '10.244.3.2:8080': 0, '10.244.4.2:8080': 1 });
+
+    // The next change's sync deletes the drained real server (counted with no connections) in its
+    // first and only write, before reading anything.
+    ipvs.resetCounters();
+    handler.onEndpointSlice('ns/s8-1', slice('s8', ['10.244.1.2', '10.244.2.2', '10.244.4.2']));
+    await proxier.sync();
+    expect(ipvs.callLog).toEqual(['apply', 'listDestinations']);
+    expect(ipvs.log.map((op) => op.kind)).toEqual(expect.arrayContaining(['deleteDestination', 'addDestination', 'updateDestination']));
+    expect(ipvs.weights()['tcp/10.96.1.7:80']).toEqual({ '10.244.1.2:8080': 1, '10.244.2.2:8080': 1, '10.244.4.2:8080': 1 });
   });
 
   it('an unknown scheduler on one Service is reported; the others are served', async () => {

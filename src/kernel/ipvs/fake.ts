@@ -94,6 +94,9 @@ export class FakeIpvsClient implements IpvsClient {
   /** Every op received by apply(), in order (cleared by resetCounters). */
   readonly log: IpvsOp[] = [];
 
+  /** Every call, in order (cleared by resetCounters). */
+  readonly callLog: IpvsMethod[] = [];
+
   /** Total ops received by apply(). */
   get opCount(): number {
     return Object.values(this.ops).reduce((a, b) => a + b, 0);
@@ -109,6 +112,7 @@ export class FakeIpvsClient implements IpvsClient {
     for (const k of Object.keys(this.calls) as IpvsMethod[]) this.calls[k] = 0;
     for (const k of Object.keys(this.ops) as Array<IpvsOp['kind']>) this.ops[k] = 0;
     this.log.length = 0;
+    this.callLog.length = 0;
   }
 
   /** The next `count` ops matching `match` (default: any) fail with errno `code` and change nothing. */
@@ -140,6 +144,7 @@ export class FakeIpvsClient implements IpvsClient {
 
   private enter(method: IpvsMethod): void {
     this.calls[method]++;
+    this.callLog.push(method);
     const fault = this.callFaults.get(method);
     if (fault) {
       this.callFaults.delete(method);

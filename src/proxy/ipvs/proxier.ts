@@ -299,7 +299,9 @@ export class IpvsProxier {
     this.retryScope = emptyDelta();
     phase('read');
     if (scope !== 'full') this.verifier.touch(scope, this.graceful.draining.keys());
-    const p = await this.planFor(scope);
+    // A partial sync plans with the drain counts its predecessor read after its writes (below):
+    // reading them first would hold every change back by a dump of each draining service.
+    const p = await this.planFor(scope, full);
     phase('plan');
     if (config.dryRun) {
       (this.o.out ?? ((t) => process.stdout.write(t)))(formatPlan(p));
@@ -308,6 +310,8 @@ export class IpvsProxier {
     const result = await this.applyFor(p, scope);
     await this.conntrack.clean(this.tracker.state(), changed);
     phase('apply');
+    if (this.graceful.draining.size > 0) await refreshDraining(clients.ipvs, this.observed!, this.graceful);
+    phase('drain');
     await this.iptables.sync(await this.rules(), full);
     phase('iptables');
     const healthErrors = (await this.o.serviceHealth?.sync(this.index.healthChecks())) ?? [];
@@ -322,9 +326,10 @@ export class IpvsProxier {
     return report;
   }
 
-  private async planFor(scope: DesiredDelta | 'full'): Promise<Plan> {
+  /** The plan of `scope`; `refresh` first reads the draining services' connection counts. */
+  private async planFor(scope: DesiredDelta | 'full', refresh = true): Promise<Plan> {
     const observed = this.observed!;
-    await refreshDraining(this.o.clients.ipvs, observed, this.graceful);
+    if (refresh) await refreshDraining(this.o.clients.ipvs, observed, this.graceful);
     const { config } = this.o;
     return plan(this.index, observed, scope, this.graceful, {
       now: Date.now(),
