@@ -11,7 +11,9 @@
 // runner did before 1.33 (today's counts it from the end): a change then waits at most
 // minInterval plus the sync that writes it, not plus two syncs. The rate of syncs is bounded
 // the same way. A sync that ran longer than minInterval is followed by a pause of a tenth of
-// it (END_GAP), so slow syncs never run back to back.
+// it (END_GAP), so slow syncs never run back to back. A periodic sync that served no request
+// (nothing had changed) holds the next one back by that pause only: a change arriving just after
+// it would otherwise wait up to minInterval for nothing (at most one more sync per maxInterval).
 
 /** Time and timers, injectable so tests can use a fake clock. Times are milliseconds. */
 export interface RunnerClock {
@@ -75,7 +77,7 @@ export class BoundedFrequencyRunner {
   #requested = false;
   #askedAt = -Infinity;
   #inFlight: Promise<void> | undefined;
-  #notBefore = -Infinity; // max(last start + minInterval, last end + minInterval * END_GAP)
+  #notBefore = -Infinity; // max(last start + minInterval (unless it served nothing), last end + minInterval * END_GAP)
   #periodicAt = Infinity; // start() + maxInterval, then the last periodic sync's start (or a verified sync's end) + maxInterval
   #retryAt = Infinity;
   #failures = 0;
@@ -191,9 +193,10 @@ export class BoundedFrequencyRunner {
 
   async #execute(): Promise<void> {
     const asked = this.#requested;
+    const start = this.#clock.now();
+    const retrying = this.#retryAt <= start;
     this.#requested = false;
     this.#retryAt = Infinity; // this sync serves any pending retry; retryAfter() during it still counts
-    const start = this.#clock.now();
     if (asked) this.#askedAt = start;
     const periodic = start >= this.#periodicAt;
     if (periodic) this.#periodicAt = start + this.#max;
@@ -211,7 +214,8 @@ export class BoundedFrequencyRunner {
       }
     }
     const end = this.#clock.now();
-    this.#notBefore = Math.max(start + this.#min, end + this.#min * END_GAP);
+    const servedNothing = periodic && !asked && !retrying; // see the file comment
+    this.#notBefore = Math.max(servedNothing ? -Infinity : start + this.#min, end + this.#min * END_GAP);
     if (result?.verified) this.#periodicAt = Math.max(this.#periodicAt, end + this.#max);
     this.#failures = failed ? this.#failures + 1 : 0;
     if (failed) this.#retryAt = Math.min(this.#retryAt, end + this.#backoff());

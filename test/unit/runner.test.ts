@@ -198,6 +198,36 @@ describe('BoundedFrequencyRunner', () => {
     await sync2.stop();
   });
 
+  it('a periodic sync that served no request holds the next one back by END_GAP only; one that served a request by minInterval', async () => {
+    const seen: Array<[number, boolean]> = [];
+    const runner = new BoundedFrequencyRunner((info) => void seen.push([Date.now(), info.periodic]), {
+      minIntervalMs: MIN, maxIntervalMs: MAX, retryIntervalMs: RETRY, clock: fakeClock,
+    });
+    runner.start();
+    await advance(MAX + 200); // the periodic sync ran at MAX with nothing asked for
+    runner.run(); // a change 200 ms after it starts at once, not at MAX + MIN
+    await advance(0);
+    expect(seen).toEqual([[MAX, true], [MAX + 200, false]]);
+    runner.run(); // that one served a request: the next waits the min interval
+    await advance(MIN - 1);
+    expect(seen).toHaveLength(2);
+    await advance(1);
+    expect(seen).toEqual([[MAX, true], [MAX + 200, false], [MAX + 200 + MIN, false]]);
+    // A periodic sync that also served a request keeps the min interval.
+    await advance(MAX - 700 - MIN); // to 2 * MAX - 500
+    runner.run();
+    await advance(0);
+    runner.run(); // waits for the min interval, past the periodic sync's time: served by it
+    await advance(MIN);
+    expect(seen.slice(-2)).toEqual([[2 * MAX - 500, false], [2 * MAX + 500, true]]);
+    runner.run();
+    await advance(MIN - 1);
+    expect(seen.at(-1)).toEqual([2 * MAX + 500, true]);
+    await advance(1);
+    expect(seen.at(-1)).toEqual([2 * MAX + 500 + MIN, false]);
+    await runner.stop();
+  });
+
   it('a sync that verified everything moves the next periodic sync to a full maxInterval after its end', async () => {
     const seen: Array<[number, boolean]> = [];
     let first = true;
