@@ -98,9 +98,33 @@ export async function oneChange({ daemon, probe, cluster, api, count, gapMs }) {
       if (performance.now() - c.at > 60_000) throw new Error(`one change: ${vip(c.i)} never got ${c.ip}`);
       await sleep(2);
     }
-    lat.push(performance.now() - c.at);
+    lat.push({ ms: performance.now() - c.at, wall: c.wall });
   }
-  return { p50: percentile(lat, 50), p99: percentile(lat, 99), max: Math.max(...lat), n: lat.length };
+  const ms = lat.map((x) => x.ms);
+  // Every change with its wall-clock write time, to find each in the daemon's log.
+  return { p50: percentile(ms, 50), p99: percentile(ms, 99), max: Math.max(...ms), n: ms.length, all: lat.map((w) => ({ ms: Math.round(w.ms), at: new Date(w.wall).toISOString() })) };
+}
+
+/**
+ * The floor under oneChange, in the same boot: the same changes against bench/change-floor.mjs (a
+ * node process that watches the slices and, per event, adds the slice's endpoints in one netlink
+ * batch; no tracker, plan or min interval), over the table ipvsadm-restore left in the kernel.
+ */
+export async function oneChangeFloor({ probe, cluster, api, url, token, count, gapMs }) {
+  await probe.reopen(); // ip_vs was reloaded before the restore
+  const child = spawn(process.execPath, ['bench/change-floor.mjs', url, token, String(api.rv)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const exited = new Promise((res) => child.once('exit', (code, signal) => res({ code, signal })));
+  let gone = null;
+  exited.then((r) => (gone = r));
+  const ready = new Promise((res) => child.stdout.on('data', (d) => String(d).includes('ready') && res()));
+  await Promise.race([ready, exited.then((r) => Promise.reject(new Error(`change floor exited before watching: ${JSON.stringify(r)}`)))]);
+  const process_ = { alive: () => { if (gone) throw new Error(`change floor exited: ${JSON.stringify(gone)}`); } };
+  try {
+    return await oneChange({ daemon: process_, probe, cluster, api, count, gapMs });
+  } finally {
+    child.kill();
+    await exited;
+  }
 }
 
 /**

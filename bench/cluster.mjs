@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 
-import { churn, cleanKernel, coldStart, memory, oneChange, periodic, requestOnlyMs, restart, restoreMs } from './cluster-phases.mjs';
+import { churn, cleanKernel, coldStart, memory, oneChange, oneChangeFloor, periodic, requestOnlyMs, restart, restoreMs } from './cluster-phases.mjs';
 import { KernelProbe } from './daemon-probe.mjs';
 import { FakeApiServer } from './fake-apiserver.mjs';
 import { CLUSTER_CIDR, NODE_NAME, endpointIp, makeNode, makeService, makeSlice, vip } from './objects.mjs';
@@ -65,14 +65,18 @@ function makeCluster(n) {
   };
 }
 
-/** Cold start vs ipvsadm-restore, interleaved; the last daemon is left running. */
-async function pairs(cluster, args, probe, api, requestOnly = null) {
+/** Cold start vs ipvsadm-restore, interleaved; `floor` runs after the last round's restore; the last daemon is left running. */
+async function pairs(cluster, args, probe, api, requestOnly = null, floor = null) {
   const rows = { restore: [], cold: [], ratio: [], firstList: [], requestOnly: [], check: [], confirms: [] };
   let last;
   for (let r = 0; r < ROUNDS; r++) {
     step(`round ${r + 1}: ipvsadm-restore`);
     rows.restore.push(await restoreMs(cluster.restore()));
     if (requestOnly) rows.requestOnly.push(await requestOnly());
+    if (floor && r === ROUNDS - 1) {
+      step('one change, floor: a node process that adds the endpoints of each slice event');
+      rows.floor = await floor();
+    }
     step(`round ${r + 1}: daemon cold start`);
     last = await coldStart({ args, log: LOG, probe, cluster, api });
     rows.cold.push(last.ms);
@@ -85,7 +89,7 @@ async function pairs(cluster, args, probe, api, requestOnly = null) {
   const ready = await last.daemon.ready();
   const cold = median(rows.cold);
   const restore = median(rows.restore);
-  return { daemon: last.daemon, rows, cold, restore, ratio: median(rows.ratio), readyMs: ready.ms, firstList: rows.firstList.length ? median(rows.firstList) : null, requestOnly: rows.requestOnly.length ? median(rows.requestOnly) : null };
+  return { daemon: last.daemon, rows, floor: rows.floor ?? null, cold, restore, ratio: median(rows.ratio), readyMs: ready.ms, firstList: rows.firstList.length ? median(rows.firstList) : null, requestOnly: rows.requestOnly.length ? median(rows.requestOnly) : null };
 }
 
 async function runSize(n, probe) {
@@ -106,8 +110,9 @@ async function runSize(n, probe) {
   const args = ['--kubeconfig', kubeconfig, ...commonArgs];
   console.log(`\n== ${n} Services x ${EP} endpoints (${(bytes / n / 1024).toFixed(2)} kB of JSON per Service+EndpointSlice, ${(bytes / 2 ** 20).toFixed(1)} MiB), ${ROUNDS} round(s)`);
 
-  const p = await pairs(cluster, args, probe, api, () => requestOnlyMs(api, url, TOKEN));
-  const r = { n, cold: p.cold, restore: p.restore, ratio: p.ratio, firstList: p.firstList, requestOnly: p.requestOnly, readyMs: p.readyMs };
+  const floor = () => oneChangeFloor({ probe, cluster, api, url, token: TOKEN, ...ONE });
+  const p = await pairs(cluster, args, probe, api, () => requestOnlyMs(api, url, TOKEN), floor);
+  const r = { n, cold: p.cold, restore: p.restore, ratio: p.ratio, firstList: p.firstList, requestOnly: p.requestOnly, readyMs: p.readyMs, oneFloor: p.floor };
   r.memCold = await settledMemory(p.daemon);
   console.log(`  cold start: ${s(p.cold)} vs ipvsadm-restore ${s(p.restore)}  ratio ${p.ratio.toFixed(2)}  (median of ${ROUNDS}; pairs ${p.rows.cold.map((c, k) => `${s(c)}/${s(p.rows.restore[k])}`).join(', ')}; first list request ${p.firstList === null ? '-' : s(p.firstList)}${p.requestOnly === null ? '' : ` (a node process that only sends it: ${s(p.requestOnly)})`}; confirming dump ${msf(median(p.rows.check))}, dumps ${p.rows.confirms.join(',')}; last daemon's first sync done ${s(p.readyMs)})`);
   console.log(`    after cold start: ${mem(r.memCold)}`);
@@ -115,7 +120,7 @@ async function runSize(n, probe) {
   step('one change');
   r.one = await oneChange({ daemon: p.daemon, probe, cluster, api, ...ONE });
   r.memOne = await memory(p.daemon);
-  console.log(`  one change: p50 ${msf(r.one.p50)}  p99 ${msf(r.one.p99)}  (${r.one.n} changes ${ONE.gapMs} ms apart); ${mem(r.memOne)}`);
+  console.log(`  one change: p50 ${msf(r.one.p50)}  p99 ${msf(r.one.p99)}  (${r.one.n} changes ${ONE.gapMs} ms apart; floor, the same changes to a node process that adds each slice's endpoints in one batch: p50 ${msf(r.oneFloor.p50)}  p99 ${msf(r.oneFloor.p99)}); ${mem(r.memOne)}`);
 
   step('churn');
   r.churn = await churn({ daemon: p.daemon, probe, cluster, api, ...CHURN });
@@ -223,10 +228,10 @@ try {
   cleanKernel();
 }
 
-console.log(`\n| N × ${EP} | cold start vs ipvsadm-restore | ratio | first list (request-only node process) | RSS / heap after cold start | one change p50 / p99 | churn 50/s p50 / p99 | RSS after churn | restart: change in kernel / ready / writes | no-change period: sync time / writes / processes |`);
+console.log(`\n| N × ${EP} | cold start vs ipvsadm-restore | ratio | first list (request-only node process) | RSS / heap after cold start | one change p50 / p99 (floor p50) | churn 50/s p50 / p99 | RSS after churn | restart: change in kernel / ready / writes | no-change period: sync time / writes / processes |`);
 console.log('|---|---|---|---|---|---|---|---|---|---|');
 for (const r of results) {
-  console.log(`| ${r.n.toLocaleString('en')} | ${s(r.cold)} vs ${s(r.restore)} | ${r.ratio.toFixed(2)} | ${r.firstList === null ? '-' : s(r.firstList)}${r.requestOnly === null ? '' : ` (${s(r.requestOnly)})`} | ${MiB(r.memCold.rss)} / ${MiB(r.memCold.heap)} | ${msf(r.one.p50)} / ${msf(r.one.p99)} | ${msf(r.churn.p50)} / ${msf(r.churn.p99)} | ${MiB(r.memChurn.rss)} | ${s(r.restart.usefulMs)} / ${s(r.restart.readyMs)} / ${r.restart.kernelOps}+${r.restart.verifyOps} | ${s(r.periodic.syncMs)} / ${r.periodic.kernelOps.toFixed(0)}+${r.periodic.verifyOps.toFixed(0)} / ${r.periodic.forks.toFixed(1)} |`);
+  console.log(`| ${r.n.toLocaleString('en')} | ${s(r.cold)} vs ${s(r.restore)} | ${r.ratio.toFixed(2)} | ${r.firstList === null ? '-' : s(r.firstList)}${r.requestOnly === null ? '' : ` (${s(r.requestOnly)})`} | ${MiB(r.memCold.rss)} / ${MiB(r.memCold.heap)} | ${msf(r.one.p50)} / ${msf(r.one.p99)} (${msf(r.oneFloor.p50)}) | ${msf(r.churn.p50)} / ${msf(r.churn.p99)} | ${MiB(r.memChurn.rss)} | ${s(r.restart.usefulMs)} / ${s(r.restart.readyMs)} / ${r.restart.kernelOps}+${r.restart.verifyOps} | ${s(r.periodic.syncMs)} / ${r.periodic.kernelOps.toFixed(0)}+${r.periodic.verifyOps.toFixed(0)} / ${r.periodic.forks.toFixed(1)} |`);
 }
 if (manifests) console.log(`| ${manifests.n.toLocaleString('en')} --manifests | ${s(manifests.cold)} vs ${s(manifests.restore)} | ${manifests.ratio.toFixed(2)} | | ${MiB(manifests.memCold.rss)} / ${MiB(manifests.memCold.heap)} | | | | | |`);
 console.log(`runtime ${((Date.now() - started) / 60_000).toFixed(1)} min`);
