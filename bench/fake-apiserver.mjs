@@ -256,6 +256,7 @@ export class FakeApiServer {
     }
     const w = { resource, match, res, bookmarks: q.get('allowWatchBookmarks') === 'true' };
     res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
+    res.flushHeaders(); // as an API server does: the client sees the watch open before any event
     if (initial) {
       for (const e of this.store[resource].values()) if (match(e)) this.#send(w, 'ADDED', e.bytes);
       if (q.get('sendInitialEvents') === 'true') {

@@ -465,4 +465,29 @@ describe('BoundedFrequencyRunner', () => {
     expect(sync).toHaveBeenCalledTimes(1);
     await runner.stop();
   });
+
+  it('on the system clock, a sync that may start at once starts in the same turn of the event loop (no 1 ms timer)', async () => {
+    vi.useRealTimers();
+    const sync = vi.fn();
+    const runner = new BoundedFrequencyRunner(sync, { minIntervalMs: 1_000, maxIntervalMs: 60_000, retryIntervalMs: 0 });
+    runner.start();
+    runner.run();
+    await new Promise((r) => setImmediate(r)); // queued after the runner's own
+    expect(sync).toHaveBeenCalledTimes(1);
+    runner.run(); // within the min interval: a timer, cancelled by stop()
+    await runner.stop();
+    await new Promise((r) => setTimeout(r, 20));
+    expect(sync).toHaveBeenCalledTimes(1);
+  });
+
+  it('on the system clock, stop() cancels a sync that was to start at once', async () => {
+    vi.useRealTimers();
+    const sync = vi.fn();
+    const runner = new BoundedFrequencyRunner(sync, { minIntervalMs: 0, maxIntervalMs: 60_000, retryIntervalMs: 0 });
+    runner.start();
+    runner.run();
+    await runner.stop();
+    await new Promise((r) => setTimeout(r, 20));
+    expect(sync).not.toHaveBeenCalled();
+  });
 });
