@@ -7,6 +7,7 @@
 import { get } from 'node:http';
 
 import { NetlinkIpvsClient } from '../dist/src/kernel/ipvs/client.js';
+import { readLines } from '../dist/src/source/kube-http.js';
 import { vip } from './objects.mjs';
 
 const [url, token, rv] = process.argv.slice(2);
@@ -23,14 +24,8 @@ function adds(slice) {
 get(`${url}/apis/discovery.k8s.io/v1/endpointslices?watch=true&resourceVersion=${rv}`, { headers: { authorization: `Bearer ${token}` } }, (res) => {
   if (res.statusCode !== 200) throw new Error(`watch: HTTP ${res.statusCode}`);
   process.stdout.write('ready\n');
-  let pending = '';
-  res.setEncoding('utf8');
-  res.on('data', (chunk) => {
-    pending += chunk;
-    for (let nl; (nl = pending.indexOf('\n')) >= 0; ) {
-      const e = JSON.parse(pending.slice(0, nl));
-      pending = pending.slice(nl + 1);
-      if (e.type === 'MODIFIED') void ipvs.apply(adds(e.object));
-    }
+  // The daemon's own line reader (JSON.parse per line), then straight to the kernel.
+  void readLines(res, (e) => {
+    if (e.type === 'MODIFIED') void ipvs.apply(adds(e.object));
   });
 });

@@ -86,8 +86,6 @@ export class FakeIpvsClient implements IpvsClient {
   readonly schedulers = new Set<string>(KNOWN_SCHEDULERS);
   /** Persistence engines the fake kernel has. */
   readonly persistenceEngines = new Set<string>(['sip']);
-  /** Calls per method. */
-  readonly calls: Record<IpvsMethod, number> = { info: 0, apply: 0, listServices: 0, listDestinations: 0, dumpAll: 0, flush: 0, getTimeouts: 0, setTimeouts: 0 };
   /** Ops received by apply(), per kind (failed ones included). */
   readonly ops: Record<IpvsOp['kind'], number> = { addService: 0, updateService: 0, deleteService: 0, addDestination: 0, updateDestination: 0, deleteDestination: 0 };
 
@@ -97,6 +95,13 @@ export class FakeIpvsClient implements IpvsClient {
   /** Every call, in order (cleared by resetCounters). */
   readonly callLog: IpvsMethod[] = [];
 
+  /** Calls per method (counted from callLog). */
+  get calls(): Record<IpvsMethod, number> {
+    const out: Record<IpvsMethod, number> = { info: 0, apply: 0, listServices: 0, listDestinations: 0, dumpAll: 0, flush: 0, getTimeouts: 0, setTimeouts: 0 };
+    for (const m of this.callLog) out[m]++;
+    return out;
+  }
+
   /** Total ops received by apply(). */
   get opCount(): number {
     return Object.values(this.ops).reduce((a, b) => a + b, 0);
@@ -104,12 +109,12 @@ export class FakeIpvsClient implements IpvsClient {
 
   /** Reads of the table (dumps): listServices + listDestinations + dumpAll calls. */
   get dumpCount(): number {
-    return this.calls.listServices + this.calls.listDestinations + this.calls.dumpAll;
+    const c = this.calls;
+    return c.listServices + c.listDestinations + c.dumpAll;
   }
 
   /** Zeroes the call and op counters and the op log. */
   resetCounters(): void {
-    for (const k of Object.keys(this.calls) as IpvsMethod[]) this.calls[k] = 0;
     for (const k of Object.keys(this.ops) as Array<IpvsOp['kind']>) this.ops[k] = 0;
     this.log.length = 0;
     this.callLog.length = 0;
@@ -143,7 +148,6 @@ export class FakeIpvsClient implements IpvsClient {
   }
 
   private enter(method: IpvsMethod): void {
-    this.calls[method]++;
     this.callLog.push(method);
     const fault = this.callFaults.get(method);
     if (fault) {

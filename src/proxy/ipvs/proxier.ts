@@ -92,7 +92,7 @@ export interface SyncReport {
   changedServices: number;
   ops: Plan['counts'];
   errors: number;
-  /** Milliseconds spent per phase (prepare, read, plan, apply, iptables, health). */
+  /** Milliseconds spent per phase (prepare, read, plan, apply, drain, iptables, health). */
   phases: Record<string, number>;
   /** This sync first adopted the kernel through a whole verification (the daemon's first sync). */
   adopted?: boolean;
@@ -299,9 +299,9 @@ export class IpvsProxier {
     this.retryScope = emptyDelta();
     phase('read');
     if (scope !== 'full') this.verifier.touch(scope, this.graceful.draining.keys());
-    // A partial sync plans with the drain counts its predecessor read after its writes (below):
-    // reading them first would hold every change back by a dump of each draining service.
-    const p = await this.planFor(scope, full);
+    // The plan uses the drain counts the previous sync read after its writes (below): reading
+    // them first would hold every change back by a dump of each draining service.
+    const p = this.planFor(scope);
     phase('plan');
     if (config.dryRun) {
       (this.o.out ?? ((t) => process.stdout.write(t)))(formatPlan(p));
@@ -310,7 +310,7 @@ export class IpvsProxier {
     const result = await this.applyFor(p, scope);
     await this.conntrack.clean(this.tracker.state(), changed);
     phase('apply');
-    if (this.graceful.draining.size > 0) await refreshDraining(clients.ipvs, this.observed!, this.graceful);
+    await refreshDraining(clients.ipvs, this.observed!, this.graceful); // no I/O when nothing drains
     phase('drain');
     await this.iptables.sync(await this.rules(), full);
     phase('iptables');
@@ -326,12 +326,10 @@ export class IpvsProxier {
     return report;
   }
 
-  /** The plan of `scope`; `refresh` first reads the draining services' connection counts. */
-  private async planFor(scope: DesiredDelta | 'full', refresh = true): Promise<Plan> {
-    const observed = this.observed!;
-    if (refresh) await refreshDraining(this.o.clients.ipvs, observed, this.graceful);
+  /** The plan of `scope` against the observed state, with the drain counts last read. */
+  private planFor(scope: DesiredDelta | 'full'): Plan {
     const { config } = this.o;
-    return plan(this.index, observed, scope, this.graceful, {
+    return plan(this.index, this.observed!, scope, this.graceful, {
       now: Date.now(),
       gracefulTimeoutMs: config.gracefulTerminationTimeoutMs,
       excludeCIDRs: config.ipvs.excludeCIDRs,
@@ -375,7 +373,8 @@ export class IpvsProxier {
 
   /** Plans and applies `scope` inside a verification; failures go to the next partial sync. */
   private async repair(scope: DesiredDelta): Promise<{ ops: number; errors: number }> {
-    const p = await this.planFor(scope);
+    await refreshDraining(this.o.clients.ipvs, this.observed!, this.graceful);
+    const p = this.planFor(scope);
     const result = await this.applyFor(p, scope);
     this.countKernelOps(result);
     this.report(result);
