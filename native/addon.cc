@@ -10,6 +10,7 @@
 #include "constants.h"
 #include "process.h"
 #include "socket.h"
+#include "table.h"
 
 namespace kip {
 namespace {
@@ -71,6 +72,7 @@ class SocketWorker : public Napi::AsyncWorker {
   std::vector<size_t> offsets;
   std::vector<std::string> omit;  // attribute names the reply decoder skips
   HeaderFilter where;             // dumps: the replies kept (filtered on this thread's worker)
+  bool table = false;             // dumps: columnar result, decoded on the worker (table.h)
 
  protected:
   void Execute() override {
@@ -149,11 +151,16 @@ class DumpWorker : public SocketWorker {
   void run() override {
     msgs_ = sock_->dump(builder.bytes());
     where.apply(root_, msgs_);
+    if (!table) return;
+    table_ = std::make_unique<Table>(root_, omit);
+    table_->addMessages(msgs_);
+    msgs_.clear();
   }
-  Napi::Value result(Napi::Env env) override { return decodeReplies(env, root_, msgs_); }
+  Napi::Value result(Napi::Env env) override { return table_ ? Napi::Value(table_->toJs(env)) : decodeReplies(env, root_, msgs_); }
 
  private:
   std::vector<std::vector<uint8_t>> msgs_;
+  std::unique_ptr<Table> table_;
 };
 
 // Many dumps in one trip off the JS thread (a full IPVS read is 1 + N destination dumps).
@@ -163,15 +170,21 @@ class DumpManyWorker : public SocketWorker {
 
  protected:
   void run() override {
+    if (table) table_ = std::make_unique<Table>(root_, omit);
     results_.reserve(offsets.size());
     for (size_t i = 0; i < offsets.size(); i++) {
       size_t end = i + 1 < offsets.size() ? offsets[i + 1] : builder.size();
       std::vector<uint8_t> one(builder.bytes().begin() + offsets[i], builder.bytes().begin() + end);
       results_.push_back(sock_->dump(one));
       where.apply(root_, results_.back());
+      if (!table_) continue;
+      table_->startDump();
+      table_->addMessages(results_.back());
+      results_.back().clear();
     }
   }
   Napi::Value result(Napi::Env env) override {
+    if (table_) return table_->toJs(env);
     Napi::Array arr = Napi::Array::New(env, results_.size());
     for (size_t i = 0; i < results_.size(); i++) arr.Set(uint32_t(i), decodeReplies(env, root_, results_[i]));
     return arr;
@@ -179,10 +192,12 @@ class DumpManyWorker : public SocketWorker {
 
  private:
   std::vector<std::vector<std::vector<uint8_t>>> results_;
+  std::unique_ptr<Table> table_;
 };
 
 // JS class Socket(protocol): batch(schema, requests, limits?), dump(schema, request),
-// dumpMany(schema, requests), close(); dumps take { omit?: string[], where?: { field, in?, notIn? } }.
+// dumpMany(schema, requests), close(); dumps take { omit?: string[], where?: { field, in?, notIn? },
+// table?: boolean }.
 class Socket : public Napi::ObjectWrap<Socket> {
  public:
   static Napi::Function Init(Napi::Env env) {
@@ -244,8 +259,8 @@ class Socket : public Napi::ObjectWrap<Socket> {
     w->Queue();
     return p;
   }
-  // Options of dump/dumpMany: { omit?: string[], where?: { field: string, in?: number[], notIn?: number[] } }
-  // (where: keep the replies whose fixed-header field is in / not in the list). Throws a
+  // Options of dump/dumpMany: { omit?: string[], where?: { field: string, in?: number[], notIn?: number[] },
+  // table?: boolean } (table: one columnar result instead of message objects; where: keep the replies whose fixed-header field is in / not in the list). Throws a
   // TypeError on a field the schema's header does not have or a malformed list.
   static void readDumpOptions(const Napi::Value& v, SocketWorker& w) {
     if (!v.IsObject()) return;
@@ -257,6 +272,7 @@ class Socket : public Napi::ObjectWrap<Socket> {
       for (uint32_t i = 0; i < arr.Length(); i++)
         if (arr.Get(i).IsString()) w.omit.push_back(arr.Get(i).As<Napi::String>().Utf8Value());
     }
+    w.table = o.Get("table").ToBoolean().Value();
     Napi::Value where = o.Get("where");
     if (where.IsUndefined()) return;
     Napi::Env env = v.Env();
@@ -349,6 +365,34 @@ Napi::Value Decode(const Napi::CallbackInfo& info) {
   }
 }
 
+// decodeTable(schema, buffer, omit = []): the data messages of a datagram as a dump table (table.h).
+Napi::Value DecodeTable(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  try {
+    const RootSchema& root = rootArg(info[0]);
+    if (!info[1].IsTypedArray()) throw CodecError("buffer: expected a Buffer");
+    auto buf = info[1].As<Napi::Uint8Array>();
+    std::vector<std::string> omit;
+    if (info[2].IsArray()) {
+      Napi::Array arr = info[2].As<Napi::Array>();
+      for (uint32_t i = 0; i < arr.Length(); i++) omit.push_back(arr.Get(i).ToString().Utf8Value());
+    }
+    std::vector<std::vector<uint8_t>> msgs;
+    MessageReader r(buf.Data(), buf.ByteLength());
+    Message m;
+    while (r.next(m)) {
+      if (m.hdr.nlmsg_type == NLMSG_ERROR || m.hdr.nlmsg_type == NLMSG_DONE) continue;
+      const uint8_t* start = m.payload - NLMSG_HDRLEN;
+      msgs.emplace_back(start, start + m.hdr.nlmsg_len);
+    }
+    Table table(root, std::move(omit));
+    table.addMessages(msgs);
+    return table.toJs(env);
+  } catch (const CodecError& e) {
+    throw makeError(env, "EBADMSG", EBADMSG, std::string("malformed message: ") + e.what());
+  }
+}
+
 Napi::Value ErrnoName(const Napi::CallbackInfo& info) {
   return Napi::String::New(info.Env(), errnoName(info[0].As<Napi::Number>().Int32Value()));
 }
@@ -393,6 +437,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("Socket", Socket::Init(env));
   exports.Set("encode", Napi::Function::New<Encode>(env, "encode"));
   exports.Set("decode", Napi::Function::New<Decode>(env, "decode"));
+  exports.Set("decodeTable", Napi::Function::New<DecodeTable>(env, "decodeTable"));
   exports.Set("errnoName", Napi::Function::New<ErrnoName>(env, "errnoName"));
   exports.Set("schemaNames", Napi::Function::New<SchemaNames>(env, "schemaNames"));
   exports.Set("constants", constants(env));

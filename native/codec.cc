@@ -83,6 +83,41 @@ uint64_t integerMax(Kind kind) {
   }
 }
 
+size_t integerWidth(Kind kind) {
+  switch (kind) {
+    case Kind::U8: return 1;
+    case Kind::U16:
+    case Kind::BE16: return 2;
+    case Kind::U32:
+    case Kind::BE32: return 4;
+    case Kind::U64: return 8;
+    default: return 0;
+  }
+}
+
+bool readInteger(Kind kind, const Attr& a, uint64_t& out) {
+  size_t w = integerWidth(kind);
+  if (w == 0 || a.len != w) return false;
+  uint8_t u8;
+  uint16_t u16;
+  uint32_t u32;
+  switch (kind) {
+    case Kind::U8: std::memcpy(&u8, a.data, 1); out = u8; break;
+    case Kind::U16: std::memcpy(&u16, a.data, 2); out = u16; break;
+    case Kind::BE16: std::memcpy(&u16, a.data, 2); out = ntohs(u16); break;
+    case Kind::U32: std::memcpy(&u32, a.data, 4); out = u32; break;
+    case Kind::BE32: std::memcpy(&u32, a.data, 4); out = ntohl(u32); break;
+    default: std::memcpy(&out, a.data, 8); break;
+  }
+  return true;
+}
+
+std::string integerLengthError(Kind kind, size_t len) {
+  return "expected " + std::to_string(integerWidth(kind)) + " bytes, got " + std::to_string(len);
+}
+
+bool binaryLengthOk(const AttrSpec& s, size_t len) { return len >= s.minLen && (s.maxLen == 0 || len <= s.maxLen); }
+
 void putInteger(Builder& b, Kind kind, uint16_t type, uint64_t v) {
   switch (kind) {
     case Kind::U8: { uint8_t x = uint8_t(v); b.put(type, &x, 1); break; }
@@ -167,32 +202,28 @@ void encodeAttrs(Napi::Env env, Builder& b, const Schema& schema, Napi::Object o
   }
 }
 
-template <typename T>
-T readAs(const Attr& a, const Path* path) {
-  if (a.len != sizeof(T)) fail(path, "expected " + std::to_string(sizeof(T)) + " bytes, got " + std::to_string(a.len));
-  T x;
-  std::memcpy(&x, a.data, sizeof x);
-  return x;
-}
-
 Napi::Object decodeAttrs(Napi::Env env, const Schema& schema, const uint8_t* p, size_t len, const Path* path);
 
 Napi::Value decodeValue(Napi::Env env, const AttrSpec& s, const Attr& a, const Path* path) {
   switch (s.kind) {
-    case Kind::U8: return Napi::Number::New(env, readAs<uint8_t>(a, path));
-    case Kind::U16: return Napi::Number::New(env, readAs<uint16_t>(a, path));
-    case Kind::U32: return Napi::Number::New(env, readAs<uint32_t>(a, path));
-    case Kind::U64: return Napi::BigInt::New(env, readAs<uint64_t>(a, path));
-    case Kind::BE16: return Napi::Number::New(env, ntohs(readAs<uint16_t>(a, path)));
-    case Kind::BE32: return Napi::Number::New(env, ntohl(readAs<uint32_t>(a, path)));
+    case Kind::U8:
+    case Kind::U16:
+    case Kind::U32:
+    case Kind::U64:
+    case Kind::BE16:
+    case Kind::BE32: {
+      uint64_t v = 0;
+      if (!readInteger(s.kind, a, v)) fail(path, integerLengthError(s.kind, a.len));
+      if (s.kind == Kind::U64) return Napi::BigInt::New(env, v);
+      return Napi::Number::New(env, double(v));
+    }
     case Kind::STRING: {
       const char* c = reinterpret_cast<const char*>(a.data);
       size_t n = strnlen(c, a.len);
       return Napi::String::New(env, c, n);
     }
     case Kind::BINARY: {
-      if (a.len < s.minLen || (s.maxLen && a.len > s.maxLen))
-        fail(path, "wrong length " + std::to_string(a.len));
+      if (!binaryLengthOk(s, a.len)) fail(path, "wrong length " + std::to_string(a.len));
       return Napi::Buffer<uint8_t>::Copy(env, a.data, a.len);
     }
     case Kind::NESTED: return decodeAttrs(env, *s.nested, a.data, a.len, path);
@@ -271,6 +302,8 @@ Napi::Object decodeHeader(Napi::Env env, const HeaderSpec& h, const uint8_t* p) 
 }
 
 }  // namespace
+
+uint32_t readHeaderField(const HeaderField& f, const uint8_t* payload) { return headerValue(f, payload); }
 
 const HeaderField* findHeaderField(const RootSchema& root, const std::string& name) {
   for (size_t i = 0; i < root.header->count; i++)

@@ -13,6 +13,14 @@ namespace kip {
 
 // The largest value an integer kind holds (0 for non-integer kinds).
 uint64_t integerMax(Kind kind);
+// Bytes an integer kind takes on the wire (0 for non-integer kinds).
+size_t integerWidth(Kind kind);
+// Reads an integer attribute (U8…U64, BE16, BE32) into host order; false when its length is
+// not the kind's width (integerLengthError says so).
+bool readInteger(Kind kind, const Attr& a, uint64_t& out);
+std::string integerLengthError(Kind kind, size_t len);
+// Whether a BINARY attribute's payload length is within its spec's minLen..maxLen.
+bool binaryLengthOk(const AttrSpec& s, size_t len);
 // Appends one integer attribute (`type` includes its flags), in the kind's width and byte order.
 void putInteger(Builder& b, Kind kind, uint16_t type, uint64_t v);
 
@@ -56,6 +64,8 @@ struct HeaderFilter {
   bool keeps(const RootSchema& root, const std::vector<uint8_t>& msg) const;
   void apply(const RootSchema& root, std::vector<std::vector<uint8_t>>& msgs) const;
 };
+// A fixed-header field's value, read from the start of a message's payload.
+uint32_t readHeaderField(const HeaderField& f, const uint8_t* payload);
 // The header field named `name` of a message schema, or null.
 const HeaderField* findHeaderField(const RootSchema& root, const std::string& name);
 

@@ -4,6 +4,7 @@ import {
   native,
   type BatchLimits,
   type DumpOptions,
+  type DumpTable,
   type NativeSocket,
   type NlMessage,
   type NlRequest,
@@ -67,23 +68,32 @@ export class NetlinkConnection {
 
   /** Runs a dump request; throws a NetlinkError on failure. */
   dump(schema: string, req: NlRequest, op: string, object?: string, options?: DumpOptions): Promise<NlMessage[]> {
-    return this.queue.run(async () => {
-      try {
-        return await this.socket.dump(schema, req, options);
-      } catch (e) {
-        throw fromNative(op, e, object);
-      }
-    });
+    return this.read(op, object, () => this.socket.dump(schema, req, options));
+  }
+
+  /** dump(), its replies decoded off the JS thread into one table (large dumps: see DumpTable). */
+  dumpTable(schema: string, req: NlRequest, op: string, object?: string, options?: DumpOptions): Promise<DumpTable> {
+    return this.read(op, object, () => this.socket.dump(schema, req, { ...options, table: true }));
   }
 
   /** Runs several dumps in one call (one trip to the addon's thread); throws on the first failure. */
   dumpMany(schema: string, reqs: NlRequest[], op: string, options?: DumpOptions): Promise<NlMessage[][]> {
     if (reqs.length === 0) return Promise.resolve([]);
+    return this.read(op, undefined, () => this.socket.dumpMany(schema, reqs, options));
+  }
+
+  /** dumpMany() into one table; dump k's rows are starts[k] .. starts[k + 1] - 1. */
+  dumpManyTable(schema: string, reqs: NlRequest[], op: string, options?: DumpOptions): Promise<DumpTable> {
+    if (reqs.length === 0) return Promise.resolve({ rows: 0, starts: Uint32Array.of(0), columns: {} });
+    return this.read(op, undefined, () => this.socket.dumpMany(schema, reqs, { ...options, table: true }));
+  }
+
+  private read<T>(op: string, object: string | undefined, call: () => Promise<T>): Promise<T> {
     return this.queue.run(async () => {
       try {
-        return await this.socket.dumpMany(schema, reqs, options);
+        return await call();
       } catch (e) {
-        throw fromNative(op, e);
+        throw fromNative(op, e, object);
       }
     });
   }

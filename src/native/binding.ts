@@ -63,13 +63,36 @@ export interface DumpOptions {
    * thread. An unknown field is a TypeError.
    */
   where?: { field: string; in: number[] } | { field: string; notIn: number[] };
+  /** One columnar result (DumpTable) decoded off the JS thread, instead of message objects. */
+  table?: boolean;
+}
+
+/** One column of a DumpTable: a value per row; `present[row]` is 0 where the reply lacked it. */
+export type TableColumn =
+  | { kind: 'number'; present: Uint8Array; numbers: Float64Array }
+  | { kind: 'string'; present: Uint8Array; codes: Uint32Array; dict: string[] }
+  | { kind: 'bytes'; present: Uint8Array; offsets: Uint32Array; bytes: Uint8Array }
+  | { kind: 'flag'; present: Uint8Array };
+
+/**
+ * A dump's replies as columns (DumpOptions.table): one row per reply, one column per attribute
+ * path (`service.addr`; fixed-header fields as `header.<name>`); integers as numbers (64-bit ones
+ * too, rounded as Number() does). A list attribute cannot be a column (EBADMSG). dumpMany: dump
+ * k's rows are starts[k] .. starts[k + 1] - 1.
+ */
+export interface DumpTable {
+  rows: number;
+  starts?: Uint32Array;
+  columns: Record<string, TableColumn>;
 }
 
 /** A netlink socket owned by the addon; calls run on the libuv thread pool. */
 export interface NativeSocket {
   batch(schema: string, requests: NlRequest[], limits?: BatchLimits): Promise<NlOpResult[]>;
+  dump(schema: string, request: NlRequest, options: DumpOptions & { table: true }): Promise<DumpTable>;
   dump(schema: string, request: NlRequest, options?: DumpOptions): Promise<NlMessage[]>;
   /** Runs the dumps one after another in a single trip off the JS thread. */
+  dumpMany(schema: string, requests: NlRequest[], options: DumpOptions & { table: true }): Promise<DumpTable>;
   dumpMany(schema: string, requests: NlRequest[], options?: DumpOptions): Promise<NlMessage[][]>;
   close(): void;
   readonly portId: number;
@@ -83,6 +106,8 @@ export interface NativeAddon {
   Socket: new (protocol: number) => NativeSocket;
   encode(schema: string, requests: NlRequest[], firstSeq?: number, pid?: number): Buffer;
   decode(schema: string, buffer: Uint8Array): Array<NlMessage | NlControl>;
+  /** The data messages of a buffer as a dump table (what DumpOptions.table returns), for tests. */
+  decodeTable(schema: string, buffer: Uint8Array, omit?: string[]): DumpTable;
   errnoName(errno: number): string;
   schemaNames(): string[];
   /** Returns unused memory to the kernel: V8 (full: a blocking compacting GC; else an incremental one) and glibc (malloc_trim). */

@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 
 import { fuzzRandom, fuzzTruncations } from './lib/fuzz.js';
 import * as codec from '../../src/kernel/ipvs/codec.js';
+import { rowReader } from '../../src/kernel/table.js';
 import { native, type NlControl, type NlMessage } from '../../src/native/binding.js';
 import { ipvsRequests } from '../fixtures/ipvs-requests.mjs';
 
@@ -115,6 +116,27 @@ describe(`IPVS replies captured from kernel ${fixture.kernel}`, () => {
     expect(controlOf(byName('dumpDestsV6'))).toMatchObject({ type: 3, errno: 0 });
   });
 
+  it('decodes the same dumps as tables (off the JS thread) to the same services and destinations', () => {
+    const table = (e: Exchange, omit?: string[]) => native.decodeTable(e.schema, Buffer.concat(e.replies.map((h) => Buffer.from(h, 'hex'))), omit);
+    for (const omit of [undefined, ['stats'], ['stats', 'stats64']]) {
+      const skip = (m: NlMessage, name: string) => {
+        const nest = { ...(m.attrs as Record<string, Record<string, unknown>>)[name] };
+        for (const o of omit ?? []) delete nest[o];
+        return nest;
+      };
+      const services = table(byName('dumpServices'), omit);
+      const row = rowReader(services, 'service');
+      const viaTable = Array.from({ length: services.rows }, (_, i) => codec.parseService(row(i)));
+      expect(viaTable, String(omit)).toEqual(dataOf(byName('dumpServices')).map((m) => codec.parseService(skip(m, 'service'))));
+      const dests = table(byName('dumpDestsTcp'), omit);
+      const drow = rowReader(dests, 'dest');
+      expect(Array.from({ length: dests.rows }, (_, i) => codec.parseDestination(drow(i), 'ipv4'))).toEqual(
+        dataOf(byName('dumpDestsTcp')).map((m) => codec.parseDestination(skip(m, 'dest'), 'ipv4')),
+      );
+    }
+    expect(table(byName('dumpServices')).columns['header.cmd']).toMatchObject({ kind: 'number', numbers: Float64Array.from(Array(5).fill(native.constants.ipvs!.IPVS_CMD_NEW_SERVICE!)) });
+  });
+
   it('decodes acks and errors: ok, EEXIST, ESRCH, ENOENT for an unknown scheduler', () => {
     const errno = (n: string) => native.errnoName(controlOf(byName(n)).errno);
     expect(['addService', 'addDest', 'setDest', 'delDest', 'delService', 'setTimeouts'].map(errno)).toEqual(Array(6).fill('OK'));
@@ -140,6 +162,22 @@ describe('decoders never crash on malformed input', () => {
           if (a.dest) codec.parseDestination(a.dest, 'ipv4');
         } catch (e) {
           expect(e).toBeInstanceOf(Error);
+        }
+      }
+    } catch (e) {
+      expect((e as { code?: string }).code).toBe('EBADMSG');
+    }
+    try {
+      const t = native.decodeTable(schema, buf);
+      for (const nest of ['service', 'dest']) {
+        const row = rowReader(t, nest);
+        for (let i = 0; i < t.rows; i++) {
+          try {
+            if (nest === 'service') codec.parseService(row(i));
+            else codec.parseDestination(row(i), 'ipv4');
+          } catch (e) {
+            expect(e).toBeInstanceOf(Error);
+          }
         }
       }
     } catch (e) {

@@ -201,7 +201,7 @@ describe('verification gate estimates', () => {
     let reading = 0;
     const slow = new Proxy(ipvs, {
       get(target, prop, receiver) {
-        if (prop !== 'listServices') return Reflect.get(target, prop, receiver);
+        if (prop !== 'readServices') return Reflect.get(target, prop, receiver);
         return async () => {
           reading++;
           await new Promise((r) => setTimeout(r, READ_MS));

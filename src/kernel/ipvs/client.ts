@@ -4,6 +4,7 @@ import type { z } from 'zod';
 import { constantsOf, type NlRequest } from '../../native/binding.js';
 import { NetlinkError, ValidationError } from '../errors.js';
 import { NetlinkConnection, resolveGenlFamily, type GenlFamily } from '../netlink.js';
+import { dumpRows, rowReader } from '../table.js';
 import {
   destinationAttrs,
   destinationKeyAttrs,
@@ -60,6 +61,11 @@ export interface IpvsClient {
   /** Applies ops in order, batched; one result per op. Invalid ops fail alone and are not sent. */
   apply(ops: readonly IpvsOp[]): Promise<IpvsResult[]>;
   listServices(options?: ReadOptions): Promise<ServiceStatus[]>;
+  /**
+   * The same read, each service built only when the iteration reaches it: a caller that keeps
+   * few of them (the periodic verification, at 10,000) leaves little for the garbage collector.
+   */
+  readServices(options?: ReadOptions): Promise<Iterable<ServiceStatus>>;
   listDestinations(service: ServiceKey, options?: ReadOptions): Promise<DestinationStatus[]>;
   /** The destinations of several services, pipelined (one dump each, empty for a missing service). */
   listDestinationsMany(services: readonly ServiceKey[], options?: ReadOptions): Promise<DestinationStatus[][]>;
@@ -212,46 +218,53 @@ export class NetlinkIpvsClient implements IpvsClient {
   }
 
   async listServices(options?: ReadOptions): Promise<ServiceStatus[]> {
-    const msgs = await this.conn.dump('ipvs', this.req(C.IPVS_CMD_GET_SERVICE!), 'ipvs.listServices', undefined, omitFor(options));
-    return msgs.map((m) => parseService((m.attrs as { service?: object }).service ?? {}));
+    return [...(await this.readServices(options))];
+  }
+
+  async readServices(options?: ReadOptions): Promise<Iterable<ServiceStatus>> {
+    const t = await this.conn.dumpTable('ipvs', this.req(C.IPVS_CMD_GET_SERVICE!), 'ipvs.listServices', undefined, omitFor(options));
+    const row = rowReader(t, 'service');
+    return {
+      *[Symbol.iterator]() {
+        for (let i = 0; i < t.rows; i++) yield parseService(row(i));
+      },
+    };
   }
 
   async listDestinations(service: ServiceKey, options?: ReadOptions): Promise<DestinationStatus[]> {
     check(serviceKeySchema, service, 'ipvs.listDestinations', 'service');
-    const msgs = await this.conn.dump(
+    const t = await this.conn.dumpTable(
       'ipvs',
       this.req(C.IPVS_CMD_GET_DEST!, { service: serviceKeyAttrs(service) }),
       'ipvs.listDestinations',
       serviceId(service),
       omitFor(options),
     );
-    return msgs.map((m) => parseDestination((m.attrs as { dest?: object }).dest ?? {}, service.family));
+    const row = rowReader(t, 'dest');
+    return Array.from({ length: t.rows }, (_, i) => parseDestination(row(i), service.family));
   }
 
   async listDestinationsMany(services: readonly ServiceKey[], options?: ReadOptions): Promise<DestinationStatus[][]> {
     for (const s of services) check(serviceKeySchema, s, 'ipvs.listDestinations', 'service');
-    if (services.length === 0) return [];
-    const dumps = await this.conn.dumpMany(
-      'ipvs',
-      services.map((s) => this.req(C.IPVS_CMD_GET_DEST!, { service: serviceKeyAttrs(s) })),
-      'ipvs.listDestinations',
-      omitFor(options),
-    );
-    return services.map((s, i) => dumps[i]!.map((m) => parseDestination((m.attrs as { dest?: object }).dest ?? {}, s.family)));
+    return this.destinationsOf(services, options);
   }
 
   async dumpAll(options?: ReadOptions): Promise<ServiceWithDestinations[]> {
     const services = await this.listServices(options);
-    const dumps = await this.conn.dumpMany(
+    const dests = await this.destinationsOf(services, options);
+    return services.map((s, i) => ({ ...s, destinations: dests[i]! }));
+  }
+
+  /** The destinations of each service: one dump each, in one trip, decoded into one table off the JS thread. */
+  private async destinationsOf(services: readonly ServiceKey[], options?: ReadOptions): Promise<DestinationStatus[][]> {
+    const t = await this.conn.dumpManyTable(
       'ipvs',
       services.map((s) => this.req(C.IPVS_CMD_GET_DEST!, { service: serviceKeyAttrs(s) })),
       'ipvs.listDestinations',
       omitFor(options),
     );
-    return services.map((s, i) => ({
-      ...s,
-      destinations: dumps[i]!.map((m) => parseDestination((m.attrs as { dest?: object }).dest ?? {}, s.family)),
-    }));
+    const row = rowReader(t, 'dest');
+    return services.map((s, k) => dumpRows(t, k).map((r) => parseDestination(row(r), s.family)));
   }
 
   async flush(): Promise<void> {

@@ -88,11 +88,16 @@ export function netmaskBytes(family: Family, prefix: number): Buffer {
   return b;
 }
 
+/** A 32-bit unsigned integer at the start of `b`, little- or big-endian. */
+function u32(b: Uint8Array, little: boolean): number {
+  return new DataView(b.buffer, b.byteOffset, 4).getUint32(0, little);
+}
+
 /** The prefix length in NETMASK's raw bytes (inverse of netmaskBytes). */
-export function netmaskPrefix(family: Family, raw: Buffer | undefined): number {
+export function netmaskPrefix(family: Family, raw: Uint8Array | undefined): number {
   if (!raw || raw.length !== 4) return family === 'ipv4' ? 32 : 128;
-  if (family === 'ipv4') return maskToPrefix(raw.readUInt32BE());
-  return LE ? raw.readUInt32LE() : raw.readUInt32BE();
+  if (family === 'ipv4') return maskToPrefix(u32(raw, false));
+  return u32(raw, LE);
 }
 
 /**
@@ -177,16 +182,17 @@ function need<T>(v: T | undefined, what: string): T {
   return v;
 }
 
+/** A service nest as decoded (message objects, or a table's rows: bytes as views, counters as numbers). */
 interface RawService {
   af?: number;
   protocol?: number;
-  addr?: Buffer;
+  addr?: Uint8Array;
   port?: number;
   fwmark?: number;
   schedName?: string;
-  flags?: Buffer;
+  flags?: Uint8Array;
   timeout?: number;
-  netmask?: Buffer;
+  netmask?: Uint8Array;
   peName?: string;
   stats?: RawStats;
   stats64?: RawStats;
@@ -196,7 +202,7 @@ interface RawService {
 export function parseService(raw: RawService): ServiceStatus {
   const family = need(familyByAf.get(need(raw.af, 'af')), `a known family (af ${raw.af})`);
   const scheduler = need(raw.schedName, 'schedName');
-  const bits = raw.flags && raw.flags.length >= 4 ? raw.flags.readUInt32LE(0) : 0;
+  const bits = raw.flags && raw.flags.length >= 4 ? u32(raw.flags, true) : 0;
   const fwmark = raw.fwmark ? raw.fwmark : null;
   return {
     family,
@@ -214,7 +220,7 @@ export function parseService(raw: RawService): ServiceStatus {
 }
 
 interface RawDest {
-  addr?: Buffer;
+  addr?: Uint8Array;
   port?: number;
   fwdMethod?: number;
   weight?: number;

@@ -247,6 +247,10 @@ export class FakeIpvsClient implements IpvsClient {
     return [...this.table.values()].map((s) => this.serviceStatus(s, options));
   }
 
+  readServices(options?: ReadOptions): Promise<Iterable<ServiceStatus>> {
+    return this.listServices(options);
+  }
+
   /** Like the kernel, a missing service is an empty dump, not an error. */
   async listDestinations(service: ServiceKey, options?: ReadOptions): Promise<DestinationStatus[]> {
     this.enter('listDestinations');

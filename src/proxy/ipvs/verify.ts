@@ -6,7 +6,7 @@
 import { isNotFound } from '../../kernel/errors.js';
 import type { IpsetClient } from '../../kernel/ipset/types.js';
 import type { IpvsClient } from '../../kernel/ipvs/client.js';
-import { destinationId, observedDestination, serviceId, type DestinationStatus, type ServiceKey, type ServiceStatus } from '../../kernel/ipvs/types.js';
+import { destinationId, observedDestination, serviceId, type DestinationStatus, type ServiceKey, type ServiceStatus, type VirtualService } from '../../kernel/ipvs/types.js';
 import type { LinkClient } from '../../kernel/link.js';
 import { emptyDelta, mergeDelta, sameDestination, sameService, type DesiredDelta, type DesiredIndex } from './desired-index.js';
 import type { IptablesKeeper, FamilyRules } from './iptables-keeper.js';
@@ -42,8 +42,14 @@ export function isEmptyFold(f: Fold): boolean {
   return f.virtualServers.size === 0 && f.ipsetEntries.size === 0 && f.addresses.size === 0;
 }
 
+function withoutStats(s: ServiceStatus): VirtualService {
+  if (s.stats === undefined) return s;
+  const { stats: _stats, ...service } = s;
+  return service;
+}
+
 /**
- * Folds the kernel's service list into `observed`: services it lacks are dropped from observed
+ * Folds the kernel's service list (as it is read: one object at a time) into `observed`: services it lacks are dropped from observed
  * (the plan re-adds them whole), desired ones it lacks are compared (added), services only the
  * kernel has are taken into observed with no destinations yet (a foreign one is compared, i.e.
  * deleted, at once; a desired one waits for the chunk step that reads its destinations, so
@@ -52,7 +58,7 @@ export function isEmptyFold(f: Fold): boolean {
  */
 export function foldServices(
   observed: ObservedState,
-  kernel: readonly ServiceStatus[],
+  kernel: Iterable<ServiceStatus>,
   desired: ReadonlyMap<VirtualServerId, unknown>,
   touched: DesiredDelta,
   fold: Fold,
@@ -61,12 +67,13 @@ export function foldServices(
   const keys: ServiceKey[] = [];
   const unread = new Set<VirtualServerId>();
   for (const s of kernel) {
-    const { stats: _stats, ...service } = s;
+    const service = withoutStats(s);
     const id = serviceId(service);
     seen.add(id);
-    keys.push(service);
-    if (touched.virtualServers.has(id)) continue;
     const o = observed.virtualServers.get(id);
+    // The observed object when it reads the same: a no-change verification keeps none of the read.
+    keys.push(o && sameService(o.service, service) ? o.service : service);
+    if (touched.virtualServers.has(id)) continue;
     if (!o) {
       observed.virtualServers.set(id, { service, destinations: new Map() });
       if (desired.has(id)) unread.add(id);
@@ -289,7 +296,7 @@ export class Verifier {
         await repair(scope);
       });
       let listed: ReturnType<typeof foldServices> = { keys: [], unread: new Set() };
-      await step('services', () => h.read.ipvs.listServices(), (list, touched, f) => (listed = foldServices(h.observed(), list, h.index.virtualServers(), touched, f)));
+      await step('services', () => h.read.ipvs.readServices(), (list, touched, f) => (listed = foldServices(h.observed(), list, h.index.virtualServers(), touched, f)));
       const { keys, unread } = listed;
       for (let i = 0; i < keys.length; i += VERIFY_CHUNK) {
         const chunk = keys.slice(i, i + VERIFY_CHUNK);
