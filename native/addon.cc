@@ -152,7 +152,7 @@ class DumpWorker : public SocketWorker {
     msgs_ = sock_->dump(builder.bytes());
     where.apply(root_, msgs_);
     if (!table) return;
-    table_ = std::make_unique<Table>(root_, omit);
+    table_ = std::make_unique<Table>(&root_, omit);
     table_->addMessages(msgs_);
     msgs_.clear();
   }
@@ -170,7 +170,7 @@ class DumpManyWorker : public SocketWorker {
 
  protected:
   void run() override {
-    if (table) table_ = std::make_unique<Table>(root_, omit);
+    if (table) table_ = std::make_unique<Table>(&root_, omit);
     results_.reserve(offsets.size());
     for (size_t i = 0; i < offsets.size(); i++) {
       size_t end = i + 1 < offsets.size() ? offsets[i + 1] : builder.size();
@@ -385,7 +385,7 @@ Napi::Value DecodeTable(const Napi::CallbackInfo& info) {
       const uint8_t* start = m.payload - NLMSG_HDRLEN;
       msgs.emplace_back(start, start + m.hdr.nlmsg_len);
     }
-    Table table(root, std::move(omit));
+    Table table(&root, std::move(omit));
     table.addMessages(msgs);
     return table.toJs(env);
   } catch (const CodecError& e) {

@@ -70,11 +70,44 @@ void Table::addAttrs(const Schema& schema, const uint8_t* p, size_t len, std::st
     path.resize(base);
     if (base) path += '.';
     path += s->name;
-    if (s->kind == Kind::NESTED) addAttrs(*s->nested, a.data, a.len, path);
-    else if (s->kind == Kind::LIST) throw CodecError(path + ": a list cannot be a table column");
-    else setLeaf(*s, a, path);
+    if (s->kind == Kind::NESTED) {
+      addAttrs(*s->nested, a.data, a.len, path);
+    } else if (s->kind == Kind::LIST) {
+      Table& t = list(path);
+      AttrReader elements(a.data, a.len);
+      Attr e;
+      try {
+        while (elements.next(e))
+          if (!s->element->type || e.type == s->element->type) t.addElement(*s->element, e, uint32_t(rows_));
+      } catch (const CodecError& err) {
+        throw CodecError(path + err.what());  // adt[3].port: ...
+      }
+    } else {
+      setLeaf(*s, a, path);
+    }
   }
   path.resize(base);
+}
+
+Table& Table::list(const std::string& path) {
+  for (auto& [p, t] : lists_)
+    if (p == path) return *t;
+  lists_.emplace_back(path, std::make_unique<Table>(nullptr, omit_));
+  return *lists_.back().second;
+}
+
+// One element of a list: a nest's attributes are its columns, any other kind one column named after it.
+void Table::addElement(const AttrSpec& element, const Attr& a, uint32_t parent) {
+  try {
+    std::string path;
+    if (element.kind == Kind::NESTED) addAttrs(*element.nested, a.data, a.len, path);
+    else if (element.kind == Kind::LIST) throw CodecError("a list of lists cannot be a table");
+    else setLeaf(element, a, element.name);
+  } catch (const CodecError& e) {
+    throw CodecError("[" + std::to_string(rows_) + "]" + (element.kind == Kind::NESTED ? "." : ": ") + e.what());
+  }
+  parent_.push_back(parent);
+  rows_++;
 }
 
 void Table::addMessages(const std::vector<std::vector<uint8_t>>& msgs) {
@@ -85,7 +118,7 @@ void Table::addMessages(const std::vector<std::vector<uint8_t>>& msgs) {
       MessageReader r(msg.data(), msg.size());
       Message m;
       if (!r.next(m)) throw CodecError("empty message");
-      const HeaderSpec& h = *root_.header;
+      const HeaderSpec& h = *root_->header;
       if (m.payloadLen < h.size) throw CodecError("message shorter than its fixed header");
       for (size_t i = 0; i < h.count; i++) {
         TableColumn& c = column(std::string("header.") + h.fields[i].name, h.fields[i].kind);
@@ -95,7 +128,7 @@ void Table::addMessages(const std::vector<std::vector<uint8_t>>& msgs) {
       }
       size_t hl = std::min(align4(h.size), m.payloadLen);
       path.clear();
-      addAttrs(*root_.attrs, m.payload + hl, m.payloadLen - hl, path);
+      addAttrs(*root_->attrs, m.payload + hl, m.payloadLen - hl, path);
     } catch (const CodecError& e) {
       throw CodecError("row " + std::to_string(rows_) + ": " + e.what());
     }
@@ -149,6 +182,12 @@ Napi::Object Table::toJs(Napi::Env env) {
     cols.Set(path, o);
   }
   out.Set("columns", cols);
+  if (!root_) out.Set("parent", typedCopy<uint32_t, Napi::Uint32Array>(env, parent_));
+  if (!lists_.empty()) {
+    Napi::Object lists = Napi::Object::New(env);
+    for (auto& [path, t] : lists_) lists.Set(path, t->toJs(env));
+    out.Set("lists", lists);
+  }
   return out;
 }
 

@@ -34,15 +34,17 @@ function build(fields: readonly Field[], row: number): Record<string, unknown> |
 }
 
 /**
- * The rows of `table` under the attribute `prefix` (e.g. `service`) as plain objects shaped like
- * the object decoder's nests (`{ af, addr, stats: { conns } }`; only the attributes present),
- * except that bytes are Uint8Array views and 64-bit integers numbers.
+ * The rows of `table` under the attribute `prefix` (e.g. `service`; none: every attribute but the
+ * fixed header) as plain objects shaped like the object decoder's nests (`{ af, addr, stats:
+ * { conns } }`; only the attributes present), except that bytes are Uint8Array views, 64-bit
+ * integers numbers, and lists left out (they are tables of their own: `lists`).
  */
-export function rowReader(table: DumpTable, prefix: string): (row: number) => Record<string, unknown> {
+export function rowReader(table: DumpTable, prefix = ''): (row: number) => Record<string, unknown> {
   const root: Field[] = [];
+  const start = prefix ? `${prefix}.` : '';
   for (const [path, column] of Object.entries(table.columns)) {
-    if (!path.startsWith(`${prefix}.`)) continue;
-    const names = path.slice(prefix.length + 1).split('.');
+    if (prefix ? !path.startsWith(start) : path.startsWith('header.')) continue;
+    const names = path.slice(start.length).split('.');
     let level = root;
     for (const name of names.slice(0, -1)) {
       let nest = level.find((f) => f.name === name && f.nest);

@@ -77,13 +77,20 @@ export type TableColumn =
 /**
  * A dump's replies as columns (DumpOptions.table): one row per reply, one column per attribute
  * path (`service.addr`; fixed-header fields as `header.<name>`); integers as numbers (64-bit ones
- * too, rounded as Number() does). A list attribute cannot be a column (EBADMSG). dumpMany: dump
- * k's rows are starts[k] .. starts[k + 1] - 1.
+ * too, rounded as Number() does). A list attribute is a table of its own in `lists` (one row per
+ * element, columns relative to the element; `parent`: the row it belongs to). dumpMany: dump k's
+ * rows are starts[k] .. starts[k + 1] - 1.
  */
 export interface DumpTable {
   rows: number;
   starts?: Uint32Array;
   columns: Record<string, TableColumn>;
+  lists?: Record<string, ListTable>;
+}
+
+/** The elements of one list attribute of a DumpTable's rows. */
+export interface ListTable extends DumpTable {
+  parent: Uint32Array;
 }
 
 /** A netlink socket owned by the addon; calls run on the libuv thread pool. */

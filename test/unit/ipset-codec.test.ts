@@ -29,6 +29,8 @@ const C = native.constants.ipset!;
 const byName = (n: string): Exchange => fixture.exchanges.find((e) => e.name === n)!;
 const decodeAll = (e: Exchange): Array<NlMessage | NlControl> => e.replies.flatMap((hex) => native.decode(e.schema, Buffer.from(hex, 'hex')));
 const dataOf = (e: Exchange): NlMessage[] => decodeAll(e).filter((m): m is NlMessage => 'attrs' in m);
+/** A LIST exchange's replies as the client reads them: one table decoded by the addon. */
+const listed = (e: Exchange) => codec.listedSets(native.decodeTable(e.schema, Buffer.concat(e.replies.map((hex) => Buffer.from(hex, 'hex')))));
 const controlOf = (n: string): NlControl => decodeAll(byName(n)).find((m): m is NlControl => 'errno' in m)!;
 const requests = ipsetRequests(codec, entry, native.constants) as Array<[string, string, NlRequest]>;
 
@@ -147,7 +149,7 @@ describe(`ipset replies captured from kernel ${fixture.kernel}`, () => {
   });
 
   it('lists every set exactly as `ipset save` printed it', () => {
-    const sets = codec.mergeListMessages(dataOf(byName('listAll')));
+    const sets = listed(byName('listAll'));
     expect(sets.map((s) => `create ${s.name} ${s.type}`)).toEqual(save.filter((l) => l.startsWith('create ')).map((l) => l.split(' ').slice(0, 3).join(' ')));
     for (const s of sets) expect(s.entries, s.name).toEqual(savedEntries(s.name));
     const byN = new Map(sets.map((s) => [s.name, s]));
@@ -162,7 +164,7 @@ describe(`ipset replies captured from kernel ${fixture.kernel}`, () => {
     const msgs = dataOf(byName('listBig'));
     expect(msgs.length).toBeGreaterThanOrEqual(2);
     expect(msgs.slice(1).every((m) => (m.attrs as codec.IpsetAttrs).typeName === undefined)).toBe(true);
-    const [big] = codec.mergeListMessages(msgs);
+    const [big] = listed(byName('listBig'));
     expect(big!.entries).toHaveLength(600);
     expect(big!.entries).toEqual(savedEntries('kip-big'));
   });
@@ -204,17 +206,21 @@ describe('ipset decoders never crash on malformed input', () => {
   const replies = fixture.exchanges.flatMap((e) => e.replies.map((hex) => ({ schema: e.schema, buf: Buffer.from(hex, 'hex') })));
 
   function decodeSafely(schema: string, buf: Buffer): void {
-    let msgs;
     try {
-      msgs = native.decode(schema, buf);
+      native.decode(schema, buf);
+    } catch (e) {
+      expect((e as { code?: string }).code).toBe('EBADMSG');
+    }
+    let table;
+    try {
+      table = native.decodeTable(schema, buf);
     } catch (e) {
       expect((e as { code?: string }).code).toBe('EBADMSG');
       return;
     }
-    const data = msgs.filter((m): m is NlMessage => 'attrs' in m);
     // The TS layer may reject odd values, but only with an Error.
     try {
-      codec.mergeListMessages(data);
+      codec.listedSets(table);
     } catch (e) {
       expect(e).toBeInstanceOf(Error);
     }

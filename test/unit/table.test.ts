@@ -38,6 +38,18 @@ describe('dump tables', () => {
     expect(rowReader(native.decodeTable('ipvs', native.encode('ipvs', [msg({ dest: { port: 80, stats: { conns: 3 } } })]), ['stats']), 'dest')(0)).toEqual({ port: 80 });
   });
 
+  it('a list attribute is a table of its own: one row per element, with the row it belongs to', () => {
+    const m = (name: string, adt?: object[]) => ({ type: 0x609, attrs: { protocol: 7, name, ...(adt ? { adt } : {}) } });
+    const t = native.decodeTable('ipset.adt', native.encode('ipset.adt', [m('a', [{ port: 80 }, { port: 81, proto: 6 }]), m('b'), m('c', [{ port: 82 }])]));
+    expect(t.rows).toBe(3);
+    expect(rowReader(t)(1)).toEqual({ protocol: 7, name: 'b' });
+    const adt = t.lists!.adt!;
+    expect(adt.rows).toBe(3);
+    expect(adt.parent).toEqual(Uint32Array.of(0, 0, 2));
+    expect([0, 1, 2].map(rowReader(adt))).toEqual([{ port: 80 }, { port: 81, proto: 6 }, { port: 82 }]);
+    expect(native.decodeTable('ipset.adt', native.encode('ipset.adt', [m('a')])).lists).toBeUndefined();
+  });
+
   it('dumpRows: the rows of one dump of a dumpMany table', () => {
     const t = { rows: 5, starts: Uint32Array.of(0, 2, 2, 5), columns: {} };
     expect([0, 1, 2].map((k) => dumpRows(t, k))).toEqual([[0, 1], [], [2, 3, 4]]);
@@ -54,7 +66,8 @@ describe('dump tables', () => {
     const addr = native.encode('ipvs', [msg({ service: { addr: Buffer.alloc(4), af: 2 } })]);
     addr.writeUInt16LE(7, addr.indexOf(Buffer.from([0x08, 0x00, 0x03, 0x00]))); // ADDR: 3 bytes
     expect(() => native.decodeTable('ipvs', addr)).toThrow(/row 0: service\.addr: wrong length 3/);
-    const list = native.encode('ipset.adt', [{ type: 0x609, attrs: { protocol: 7, name: 's', adt: [{ port: 80 }] } }]);
-    expect(() => native.decodeTable('ipset.adt', list)).toThrow(/row 0: adt: a list cannot be a table column/);
+    const list = native.encode('ipset.adt', [{ type: 0x609, attrs: { protocol: 7, name: 's', adt: [{ port: 80 }, { port: 81 }] } }]);
+    list.writeUInt16LE(7, list.lastIndexOf(Buffer.from([0x06, 0x00, 0x04, 0x40]))); // the second element's port: 3 bytes
+    expect(() => native.decodeTable('ipset.adt', list)).toThrow(/row 0: adt\[1\]\.port: expected 2 bytes, got 3/);
   });
 });

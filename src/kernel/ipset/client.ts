@@ -12,7 +12,7 @@ import {
   entrySize,
   headerOf,
   isColumnar,
-  mergeListMessages,
+  listedSets,
   msgType,
   nameTypeSpecific,
   type IpsetAttrs,
@@ -205,8 +205,7 @@ export class NetlinkIpsetClient implements IpsetClient {
 
   async list(name?: string): Promise<IpsetSetInfo[]> {
     if (name !== undefined) check(setName, name, 'ipset.list', 'name');
-    const msgs = await this.conn.dump('ipset', this.request(C.IPSET_CMD_LIST!, name === undefined ? {} : { name }), 'ipset.list', name);
-    return mergeListMessages(msgs);
+    return listedSets(await this.conn.dumpTable('ipset', this.request(C.IPSET_CMD_LIST!, name === undefined ? {} : { name }), 'ipset.list', name));
   }
 
   async listNames(): Promise<string[]> {

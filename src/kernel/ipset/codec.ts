@@ -1,5 +1,6 @@
 // ipset entries and sets <-> the attribute objects of the addon's "ipset" / "ipset.adt" schemas.
-import { constantsOf, type NlMessage } from '../../native/binding.js';
+import { constantsOf, type DumpTable } from '../../native/binding.js';
+import { rowReader } from '../table.js';
 import { NetlinkError } from '../errors.js';
 import { formatEntry, type Addr, type Entry } from './entry.js';
 import type { IpsetFamily, IpsetHeader, IpsetSetInfo } from './types.js';
@@ -215,20 +216,30 @@ function setInfo(a: IpsetAttrs): IpsetSetInfo {
 }
 
 /**
- * Merges the messages of a LIST dump into sets. NOTE: a large set arrives as several messages
- * (mtype_list() in ip_set_hash_gen.h stops when the skb is full): the first carries the header,
- * the rest only SETNAME and more IPSET_ATTR_ADT members.
+ * The sets of a LIST dump decoded as a table (replies as rows, their IPSET_ATTR_ADT members the
+ * `adt` list table). NOTE: a large set arrives as several messages (mtype_list() in
+ * ip_set_hash_gen.h stops when the skb is full): the first carries the header, the rest only
+ * SETNAME and more members.
  */
-export function mergeListMessages(msgs: readonly NlMessage[]): IpsetSetInfo[] {
+export function listedSets(t: DumpTable): IpsetSetInfo[] {
   const sets: IpsetSetInfo[] = [];
+  const setOfRow: IpsetSetInfo[] = [];
+  const message = rowReader(t);
   let current: IpsetSetInfo | undefined;
-  for (const m of msgs) {
-    const a = m.attrs as IpsetAttrs;
+  for (let r = 0; r < t.rows; r++) {
+    const a = message(r) as IpsetAttrs;
     if (a.typeName !== undefined || !current || current.name !== a.name) {
       current = setInfo(a);
       sets.push(current);
     }
-    for (const d of a.adt ?? []) current.entries.push(formatEntry(current.type, entryOf(d)));
+    setOfRow.push(current);
+  }
+  const adt = t.lists?.adt;
+  if (!adt) return sets;
+  const member = rowReader(adt);
+  for (let i = 0; i < adt.rows; i++) {
+    const set = setOfRow[adt.parent[i]!]!;
+    set.entries.push(formatEntry(set.type, entryOf(member(i) as AdtData)));
   }
   return sets;
 }

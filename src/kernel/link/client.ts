@@ -9,6 +9,7 @@ import { constants as os } from 'node:os';
 import { constantsOf, type DumpOptions, type NlRequest } from '../../native/binding.js';
 import { NetlinkError, ValidationError } from '../errors.js';
 import { NetlinkConnection } from '../netlink.js';
+import { rowReader } from '../table.js';
 import {
   addressRequest,
   checkLinkName,
@@ -146,10 +147,12 @@ export class NetlinkLinkClient implements LinkClient {
 
   /** Addresses of the links `where` keeps (by index; filtered before decoding: kube-ipvs0 has one per Service IP). */
   private async dumpAddresses(op: string, where: DumpOptions['where']): Promise<InterfaceAddress[]> {
-    const msgs = await this.conn.dump('rtnl.addr', dumpAddressesRequest(), op, undefined, { where, omit: UNREAD_ADDRESS_ATTRS });
+    const t = await this.conn.dumpTable('rtnl.addr', dumpAddressesRequest(), op, undefined, { where, omit: UNREAD_ADDRESS_ATTRS });
+    const header = rowReader(t, 'header') as (row: number) => Record<string, number>;
+    const attrs = rowReader(t);
     const out: InterfaceAddress[] = [];
-    for (const m of msgs) {
-      const a = parseAddress(op, m);
+    for (let r = 0; r < t.rows; r++) {
+      const a = parseAddress(op, { header: header(r), attrs: attrs(r) });
       if (a) out.push(a);
     }
     return out;

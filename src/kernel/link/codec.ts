@@ -114,7 +114,7 @@ interface AddrAttrs {
 }
 
 /** An address from an RTM_NEWADDR message; null for families other than IPv4/IPv6. Throws EBADMSG on a bad length. */
-export function parseAddress(op: string, msg: NlMessage): InterfaceAddress | null {
+export function parseAddress(op: string, msg: Pick<NlMessage, 'header' | 'attrs'>): InterfaceAddress | null {
   const h = msg.header;
   const family = h.family === N.AF_INET ? 'ipv4' : h.family === N.AF_INET6 ? 'ipv6' : null;
   if (!family) return null;

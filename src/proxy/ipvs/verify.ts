@@ -148,6 +148,7 @@ export function foldSet(
   for (const e of fresh) if (!had?.has(e) && !skip?.has(e)) diff.add(e);
   for (const e of had ?? []) if (!fresh.has(e) && !skip?.has(e)) diff.add(e);
   for (const e of wanted.keys()) if (!fresh.has(e) && !skip?.has(e)) diff.add(e);
+  if (had && diff.size === 0) return; // read as observed (skipped entries aside): keep observed's set, none of the read
   // Entries a partial sync changed during the read keep their observed (newer) state.
   for (const e of skip ?? []) {
     if (had?.has(e)) fresh.add(e);
@@ -160,9 +161,11 @@ export function foldSet(
 /** Folds the dummy link's addresses as read into `observed`; marks those that differ from observed, and the wanted ones the kernel lacks. */
 export function foldAddresses(observed: ObservedState, addresses: readonly string[], wanted: ReadonlyMap<string, number>, touched: DesiredDelta, fold: Fold): void {
   const fresh = new Set(addresses);
+  const before = fold.addresses.size;
   for (const a of fresh) if (!observed.addresses.has(a) && !touched.addresses.has(a)) fold.addresses.add(a);
   for (const a of observed.addresses) if (!fresh.has(a) && !touched.addresses.has(a)) fold.addresses.add(a);
   for (const a of wanted.keys()) if (!fresh.has(a) && !touched.addresses.has(a)) fold.addresses.add(a);
+  if (fold.addresses.size === before) return; // read as observed: keep observed's set
   for (const a of touched.addresses) {
     if (observed.addresses.has(a)) fresh.add(a);
     else fresh.delete(a);
