@@ -143,6 +143,31 @@ describe('periodic verification', () => {
   });
 });
 
+describe('verification and shutdown', () => {
+  it('a verification cut short by close() is not reported as a failure (a read on a closed socket)', async () => {
+    const logs: Array<{ level: number | string; msg: string }> = [];
+    const logger = createLogger({ format: 'json', verbosity: 2 }, { write: (l: string) => (logs.push(JSON.parse(l)), true) } as never);
+    const { proxier: p } = await programmed(gated(ipvs), { logger });
+    const fail = async (closeFirst: boolean) => {
+      let release!: () => void;
+      let arrive!: () => void;
+      const reached = new Promise<void>((r) => (arrive = r));
+      gate = { held: new Promise<void>((r) => (release = r)), release: () => release(), reached, arrive: () => arrive() };
+      await p.sync({ periodic: true });
+      await reached; // the verification is reading
+      ipvs.failCall('listDestinations', new Error('ipvs.listDestinations: socket is closed'));
+      if (closeFirst) p.close();
+      release();
+      expect(await p.verified()).toBeNull();
+      return logs.filter((l) => /periodic verification/.test(l.msg)).map((l) => l.msg);
+    };
+    expect(await fail(false)).toEqual(['periodic verification stopped; the next period tries again']);
+    logs.length = 0;
+    expect(await fail(true)).toEqual(['periodic verification cut short by shutdown']);
+    expect(logs.filter((l) => l.level === 'warn' || l.level === 40)).toEqual([]);
+  });
+});
+
 describe('verification beside partial syncs', () => {
   afterEach(() => void vi.useRealTimers());
 

@@ -113,6 +113,8 @@ export class IpvsProxier {
   private verifying: Promise<VerifyReport | null> | null = null;
   private readonly verifier: Verifier;
   private lastVerify: VerifyReport | null = null;
+  /** close() was called: a verification still reading fails on the closed sockets, as expected. */
+  private closed = false;
   private requestSync: () => void = () => {};
   /** Objects whose ops failed: looked at again by the next (partial) sync. */
   private retryScope: DesiredDelta = emptyDelta();
@@ -362,7 +364,9 @@ export class IpvsProxier {
     try {
       r = await this.verifier.run(paced);
     } catch (e) {
-      logger.warn({ err: e instanceof Error ? e.message : String(e) }, 'periodic verification stopped; the next period tries again');
+      const err = e instanceof Error ? e.message : String(e);
+      if (this.closed) logger.debug({ err }, 'periodic verification cut short by shutdown');
+      else logger.warn({ err }, 'periodic verification stopped; the next period tries again');
       return null;
     }
     this.o.metrics?.observeSync(r.durationMs, 'full', r.errors === 0);
@@ -417,6 +421,7 @@ export class IpvsProxier {
   }
 
   close(): void {
+    this.closed = true;
     const c = this.o.clients;
     c.ipvs.close();
     c.ipset.close();

@@ -185,6 +185,8 @@ export interface VerifyReport {
   errors: number;
   /** The longest time one step held the sync queue (what a change could wait for, at most). */
   maxHoldMs: number;
+  /** The step that held it (`node`, `services`, `destinations`, `set:<name>`, `addresses`, `iptables`). */
+  maxHoldStep?: string;
 }
 
 /** What the verification needs of the proxier. */
@@ -245,13 +247,14 @@ export class Verifier {
     const h = this.host;
     const t0 = h.now();
     const r: VerifyReport = { durationMs: 0, steps: 0, repaired: 0, ops: 0, iptablesRestores: 0, errors: 0, maxHoldMs: 0 };
-    const held = (fn: () => Promise<void>): Promise<void> =>
+    const held = (kind: string, fn: () => Promise<void>): Promise<void> =>
       h.serial(async () => {
         const t = h.now();
         try {
           await fn();
         } finally {
-          r.maxHoldMs = Math.max(r.maxHoldMs, Math.round(h.now() - t));
+          const ms = Math.round(h.now() - t);
+          if (ms > r.maxHoldMs || r.maxHoldStep === undefined) [r.maxHoldMs, r.maxHoldStep] = [ms, kind];
         }
       });
     const repair = async (scope: DesiredDelta): Promise<void> => {
@@ -281,7 +284,7 @@ export class Verifier {
       await h.serial(async () => void (this.touched = emptyDelta())); // no partial sync is half-way
       const value = await readFn();
       r.steps++;
-      await held(async () => {
+      await held(kind, async () => {
         const touched = this.touched ?? emptyDelta();
         this.touched = null;
         const f = emptyFold();
@@ -293,7 +296,7 @@ export class Verifier {
     };
     try {
       const addresses = await h.readNodePortAddresses(h.read.link); // every address (kube-ipvs0's too): outside the queue
-      await held(async () => {
+      await held('node', async () => {
         const scope = emptyDelta();
         await h.node(scope, addresses);
         await repair(scope);
@@ -321,7 +324,7 @@ export class Verifier {
       await step('addresses', addrs, (list, touched, f) => foldAddresses(h.observed(), list, h.index.addresses(), touched, f));
       await pause('iptables');
       const prints = await h.iptables.read(await h.rules()); // iptables-save outside the queue
-      await held(async () => {
+      await held('iptables', async () => {
         r.iptablesRestores += (await h.iptables.sync(await h.rules(), true, prints)).restores;
       });
       this.#stepMs.set('iptables', Math.max(0, h.now() - stepAt));
