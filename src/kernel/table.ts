@@ -1,26 +1,53 @@
 // Reading a DumpTable (a dump's replies decoded into columns off the JS thread) row by row.
 import type { DumpTable, TableColumn } from '../native/binding.js';
 
-type Value = number | string | Uint8Array | true;
-type Get = (row: number) => Value | undefined;
+/** A column's value at a row; undefined where the reply lacked the attribute. */
+export type Column<T> = (row: number) => T | undefined;
 
-/** A column's value at a row; undefined where the reply lacked the attribute. Bytes are views into the table. */
-function getter(c: TableColumn): Get {
-  switch (c.kind) {
-    case 'number':
-      return (r) => (c.present[r] ? c.numbers[r] : undefined);
-    case 'string':
-      return (r) => (c.present[r] ? c.dict[c.codes[r]!] : undefined);
-    case 'bytes':
-      return (r) => (c.present[r] ? c.bytes.subarray(c.offsets[r]!, c.offsets[r + 1]!) : undefined);
-    case 'flag':
-      return (r) => (c.present[r] ? true : undefined);
-  }
+const absent = (): undefined => undefined;
+
+function columnOf<K extends TableColumn['kind']>(t: DumpTable, path: string, kind: K): Extract<TableColumn, { kind: K }> | undefined {
+  const c = t.columns[path];
+  if (c === undefined) return undefined;
+  if (c.kind !== kind) throw new Error(`table column ${path} holds ${c.kind}, not ${kind}`);
+  return c as Extract<TableColumn, { kind: K }>;
+}
+
+export function numberColumn(t: DumpTable, path: string): Column<number> {
+  const c = columnOf(t, path, 'number');
+  return c ? (r) => (c.present[r] ? c.numbers[r] : undefined) : absent;
+}
+
+export function stringColumn(t: DumpTable, path: string): Column<string> {
+  const c = columnOf(t, path, 'string');
+  return c ? (r) => (c.present[r] ? c.dict[c.codes[r]!] : undefined) : absent;
+}
+
+/** Bytes as a view into the table. */
+export function bytesColumn(t: DumpTable, path: string): Column<Uint8Array> {
+  const c = columnOf(t, path, 'bytes');
+  return c ? (r) => (c.present[r] ? c.bytes.subarray(c.offsets[r]!, c.offsets[r + 1]!) : undefined) : absent;
+}
+
+/** The first four bytes of a bytes column as an unsigned integer (no view made); undefined when shorter. */
+export function u32Column(t: DumpTable, path: string, littleEndian: boolean): Column<number> {
+  const c = columnOf(t, path, 'bytes');
+  if (!c) return absent;
+  const view = new DataView(c.bytes.buffer, c.bytes.byteOffset, c.bytes.byteLength);
+  return (r) => (c.present[r] && c.offsets[r + 1]! - c.offsets[r]! >= 4 ? view.getUint32(c.offsets[r]!, littleEndian) : undefined);
+}
+
+function anyColumn(t: DumpTable, path: string): Column<number | string | Uint8Array | true> {
+  const c = t.columns[path]!;
+  if (c.kind === 'number') return numberColumn(t, path);
+  if (c.kind === 'string') return stringColumn(t, path);
+  if (c.kind === 'bytes') return bytesColumn(t, path);
+  return (r) => (c.present[r] ? true : undefined);
 }
 
 interface Field {
   name: string;
-  get?: Get;
+  get?: Column<unknown>;
   nest?: Field[];
 }
 
@@ -34,15 +61,15 @@ function build(fields: readonly Field[], row: number): Record<string, unknown> |
 }
 
 /**
- * The rows of `table` under the attribute `prefix` (e.g. `service`; none: every attribute but the
- * fixed header) as plain objects shaped like the object decoder's nests (`{ af, addr, stats:
- * { conns } }`; only the attributes present), except that bytes are Uint8Array views, 64-bit
- * integers numbers, and lists left out (they are tables of their own: `lists`).
+ * The rows of `table` under the attribute `prefix` (e.g. `header`; none: every attribute but the
+ * fixed header) as plain objects shaped like the object decoder's nests (`{ ip: { v4 }, port }`;
+ * only the attributes present), except that bytes are Uint8Array views, 64-bit integers numbers,
+ * and lists left out (they are tables of their own: `lists`).
  */
 export function rowReader(table: DumpTable, prefix = ''): (row: number) => Record<string, unknown> {
   const root: Field[] = [];
   const start = prefix ? `${prefix}.` : '';
-  for (const [path, column] of Object.entries(table.columns)) {
+  for (const path of Object.keys(table.columns)) {
     if (prefix ? !path.startsWith(start) : path.startsWith('header.')) continue;
     const names = path.slice(start.length).split('.');
     let level = root;
@@ -51,7 +78,7 @@ export function rowReader(table: DumpTable, prefix = ''): (row: number) => Recor
       if (!nest) level.push((nest = { name, nest: [] }));
       level = nest.nest!;
     }
-    level.push({ name: names.at(-1)!, get: getter(column) });
+    level.push({ name: names.at(-1)!, get: anyColumn(table, path) });
   }
   return (row) => build(root, row) ?? {};
 }

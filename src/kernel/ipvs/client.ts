@@ -4,12 +4,12 @@ import type { z } from 'zod';
 import { constantsOf, type NlRequest } from '../../native/binding.js';
 import { NetlinkError, ValidationError } from '../errors.js';
 import { NetlinkConnection, resolveGenlFamily, type GenlFamily } from '../netlink.js';
-import { dumpRows, rowReader } from '../table.js';
+import { dumpRows } from '../table.js';
 import {
   destinationAttrs,
   destinationKeyAttrs,
-  parseDestination,
-  parseService,
+  destinationReader,
+  serviceReader,
   serviceAttrs,
   serviceKeyAttrs,
 } from './codec.js';
@@ -223,10 +223,10 @@ export class NetlinkIpvsClient implements IpvsClient {
 
   async readServices(options?: ReadOptions): Promise<Iterable<ServiceStatus>> {
     const t = await this.conn.dumpTable('ipvs', this.req(C.IPVS_CMD_GET_SERVICE!), 'ipvs.listServices', undefined, omitFor(options));
-    const row = rowReader(t, 'service');
+    const service = serviceReader(t);
     return {
       *[Symbol.iterator]() {
-        for (let i = 0; i < t.rows; i++) yield parseService(row(i));
+        for (let i = 0; i < t.rows; i++) yield service(i);
       },
     };
   }
@@ -240,8 +240,8 @@ export class NetlinkIpvsClient implements IpvsClient {
       serviceId(service),
       omitFor(options),
     );
-    const row = rowReader(t, 'dest');
-    return Array.from({ length: t.rows }, (_, i) => parseDestination(row(i), service.family));
+    const destination = destinationReader(t);
+    return Array.from({ length: t.rows }, (_, i) => destination(i, service.family));
   }
 
   async listDestinationsMany(services: readonly ServiceKey[], options?: ReadOptions): Promise<DestinationStatus[][]> {
@@ -263,8 +263,8 @@ export class NetlinkIpvsClient implements IpvsClient {
       'ipvs.listDestinations',
       omitFor(options),
     );
-    const row = rowReader(t, 'dest');
-    return services.map((s, k) => dumpRows(t, k).map((r) => parseDestination(row(r), s.family)));
+    const destination = destinationReader(t);
+    return services.map((s, k) => dumpRows(t, k).map((r) => destination(r, s.family)));
   }
 
   async flush(): Promise<void> {

@@ -1,8 +1,9 @@
 // IPVS objects <-> the attribute objects of the addon's "ipvs" schema.
 import { endianness } from 'node:os';
 
-import { constantsOf } from '../../native/binding.js';
+import { constantsOf, type DumpTable } from '../../native/binding.js';
 import { bytesToIp, canonicalIp, ipTo16, maskToPrefix, prefixToMask, type Family } from '../../model/ip.js';
+import { bytesColumn, numberColumn, stringColumn, u32Column, type Column } from '../table.js';
 import type {
   Destination,
   DestinationKey,
@@ -88,16 +89,10 @@ export function netmaskBytes(family: Family, prefix: number): Buffer {
   return b;
 }
 
-/** A 32-bit unsigned integer at the start of `b`, little- or big-endian. */
-function u32(b: Uint8Array, little: boolean): number {
-  return new DataView(b.buffer, b.byteOffset, 4).getUint32(0, little);
-}
-
-/** The prefix length in NETMASK's raw bytes (inverse of netmaskBytes). */
-export function netmaskPrefix(family: Family, raw: Uint8Array | undefined): number {
-  if (!raw || raw.length !== 4) return family === 'ipv4' ? 32 : 128;
-  if (family === 'ipv4') return maskToPrefix(u32(raw, false));
-  return u32(raw, LE);
+/** The prefix length in NETMASK's raw bytes read as a 32-bit integer in network order (IPv4) or host order (IPv6). */
+function prefixOf(family: Family, be: number | undefined, host: number | undefined): number {
+  if (family === 'ipv4') return be === undefined ? 32 : maskToPrefix(be);
+  return host ?? 128;
 }
 
 /**
@@ -156,25 +151,21 @@ export function destinationKeyAttrs(d: DestinationKey): Record<string, unknown> 
   return { addr: ipTo16(d.address), port: d.port, addrFamily: AF[d.address.includes(':') ? 'ipv6' : 'ipv4'] };
 }
 
-type RawStats = Partial<Record<keyof IpvsStats, number | bigint>>;
+const STAT_KEYS = ['conns', 'inPkts', 'outPkts', 'inBytes', 'outBytes', 'cps', 'inPps', 'outPps', 'inBps', 'outBps'] as const;
 
-function statsFrom(raw64: RawStats | undefined, raw32: RawStats | undefined): { stats?: IpvsStats } {
-  const src = raw64 ?? raw32;
-  if (!src) return {};
-  const n = (k: keyof IpvsStats): number => Number(src[k] ?? 0);
-  const stats = {
-    conns: n('conns'),
-    inPkts: n('inPkts'),
-    outPkts: n('outPkts'),
-    inBytes: n('inBytes'),
-    outBytes: n('outBytes'),
-    cps: n('cps'),
-    inPps: n('inPps'),
-    outPps: n('outPps'),
-    inBps: n('inBps'),
-    outBps: n('outBps'),
+/** The counters of `nest` (service or dest): STATS64 where the reply has it, else STATS; none without either. */
+function statsReader(t: DumpTable, nest: string): Column<IpvsStats> {
+  const nestColumns = (name: string) => {
+    const paths = STAT_KEYS.map((k) => `${nest}.${name}.${k}`);
+    return paths.some((p) => t.columns[p]) ? paths.map((p) => numberColumn(t, p)) : null;
   };
-  return { stats };
+  const read = (cols: Column<number>[] | null, r: number): IpvsStats | undefined => {
+    if (!cols || cols.every((c) => c(r) === undefined)) return undefined;
+    return Object.fromEntries(STAT_KEYS.map((k, i) => [k, cols[i]!(r) ?? 0])) as unknown as IpvsStats;
+  };
+  const c64 = nestColumns('stats64');
+  const c32 = nestColumns('stats');
+  return c64 || c32 ? (r) => read(c64, r) ?? read(c32, r) : () => undefined;
 }
 
 function need<T>(v: T | undefined, what: string): T {
@@ -182,73 +173,80 @@ function need<T>(v: T | undefined, what: string): T {
   return v;
 }
 
-/** A service nest as decoded (message objects, or a table's rows: bytes as views, counters as numbers). */
-interface RawService {
-  af?: number;
-  protocol?: number;
-  addr?: Uint8Array;
-  port?: number;
-  fwmark?: number;
-  schedName?: string;
-  flags?: Uint8Array;
-  timeout?: number;
-  netmask?: Uint8Array;
-  peName?: string;
-  stats?: RawStats;
-  stats64?: RawStats;
-}
-
-/** A service nest from a GET_SERVICE reply -> ServiceStatus. Throws on a reply lacking required fields. */
-export function parseService(raw: RawService): ServiceStatus {
-  const family = need(familyByAf.get(need(raw.af, 'af')), `a known family (af ${raw.af})`);
-  const scheduler = need(raw.schedName, 'schedName');
-  const bits = raw.flags && raw.flags.length >= 4 ? u32(raw.flags, true) : 0;
-  const fwmark = raw.fwmark ? raw.fwmark : null;
-  return {
-    family,
-    protocol: fwmark === null ? need(protocolByNumber.get(need(raw.protocol, 'protocol')), `a known protocol (${raw.protocol})`) : null,
-    address: fwmark === null ? bytesToIp(need(raw.addr, 'addr'), family) : null,
-    port: fwmark === null ? need(raw.port, 'port') : null,
-    fwmark,
-    scheduler,
-    flags: bitsToFlags(bits, scheduler),
-    timeout: raw.timeout ?? 0,
-    netmask: netmaskPrefix(family, raw.netmask),
-    pe: raw.peName ?? null,
-    ...statsFrom(raw.stats64, raw.stats),
+/**
+ * The services of a GET_SERVICE dump decoded as a table: row -> ServiceStatus, read straight from
+ * the columns (one object, its flags and its address made per row). Throws on a row lacking
+ * required fields.
+ */
+export function serviceReader(t: DumpTable): (row: number) => ServiceStatus {
+  const af = numberColumn(t, 'service.af');
+  const protocol = numberColumn(t, 'service.protocol');
+  const addr = bytesColumn(t, 'service.addr');
+  const port = numberColumn(t, 'service.port');
+  const fwmark = numberColumn(t, 'service.fwmark');
+  const sched = stringColumn(t, 'service.schedName');
+  const flags = u32Column(t, 'service.flags', true);
+  const timeout = numberColumn(t, 'service.timeout');
+  const maskBe = u32Column(t, 'service.netmask', false);
+  const maskHost = u32Column(t, 'service.netmask', LE);
+  const pe = stringColumn(t, 'service.peName');
+  const stats = statsReader(t, 'service');
+  return (r) => {
+    const family = need(familyByAf.get(need(af(r), 'af')), `a known family (af ${af(r)})`);
+    const scheduler = need(sched(r), 'schedName');
+    const mark = fwmark(r) || null;
+    const s: ServiceStatus = {
+      family,
+      protocol: mark === null ? need(protocolByNumber.get(need(protocol(r), 'protocol')), `a known protocol (${protocol(r)})`) : null,
+      address: mark === null ? bytesToIp(need(addr(r), 'addr'), family) : null,
+      port: mark === null ? need(port(r), 'port') : null,
+      fwmark: mark,
+      scheduler,
+      flags: bitsToFlags(flags(r) ?? 0, scheduler),
+      timeout: timeout(r) ?? 0,
+      netmask: prefixOf(family, maskBe(r), maskHost(r)),
+      pe: pe(r) ?? null,
+    };
+    const st = stats(r);
+    if (st) s.stats = st;
+    return s;
   };
 }
 
-interface RawDest {
-  addr?: Uint8Array;
-  port?: number;
-  fwdMethod?: number;
-  weight?: number;
-  uThresh?: number;
-  lThresh?: number;
-  activeConns?: number;
-  inactConns?: number;
-  persistConns?: number;
-  addrFamily?: number;
-  stats?: RawStats;
-  stats64?: RawStats;
-}
-
-/** A dest nest from a GET_DEST reply -> DestinationStatus (family from ADDR_FAMILY, else the service's). */
-export function parseDestination(raw: RawDest, serviceFamily: Family): DestinationStatus {
-  const family = raw.addrFamily !== undefined ? need(familyByAf.get(raw.addrFamily), 'a known family') : serviceFamily;
-  const fwd = need(raw.fwdMethod, 'fwdMethod') & C.IP_VS_CONN_F_FWD_MASK!;
-  return {
-    address: bytesToIp(need(raw.addr, 'addr'), family),
-    port: need(raw.port, 'port'),
-    forward: need(forwardByNumber.get(fwd), `a known forwarding method (${fwd})`),
-    weight: need(raw.weight, 'weight'),
-    upperThreshold: raw.uThresh ?? 0,
-    lowerThreshold: raw.lThresh ?? 0,
-    activeConns: raw.activeConns ?? 0,
-    inactiveConns: raw.inactConns ?? 0,
-    persistConns: raw.persistConns ?? 0,
-    ...statsFrom(raw.stats64, raw.stats),
+/**
+ * The destinations of GET_DEST dumps decoded as a table: (row, the service's family) ->
+ * DestinationStatus (the family from ADDR_FAMILY when the reply has it).
+ */
+export function destinationReader(t: DumpTable): (row: number, serviceFamily: Family) => DestinationStatus {
+  const addr = bytesColumn(t, 'dest.addr');
+  const addrFamily = numberColumn(t, 'dest.addrFamily');
+  const port = numberColumn(t, 'dest.port');
+  const fwdMethod = numberColumn(t, 'dest.fwdMethod');
+  const weight = numberColumn(t, 'dest.weight');
+  const uThresh = numberColumn(t, 'dest.uThresh');
+  const lThresh = numberColumn(t, 'dest.lThresh');
+  const active = numberColumn(t, 'dest.activeConns');
+  const inactive = numberColumn(t, 'dest.inactConns');
+  const persist = numberColumn(t, 'dest.persistConns');
+  const stats = statsReader(t, 'dest');
+  return (r, serviceFamily) => {
+    const af = addrFamily(r);
+    const family = af !== undefined ? need(familyByAf.get(af), 'a known family') : serviceFamily;
+    const fwd = need(fwdMethod(r), 'fwdMethod') & C.IP_VS_CONN_F_FWD_MASK!;
+    const d: DestinationStatus = {
+      address: bytesToIp(need(addr(r), 'addr'), family),
+      port: need(port(r), 'port'),
+      forward: need(forwardByNumber.get(fwd), `a known forwarding method (${fwd})`),
+      weight: need(weight(r), 'weight'),
+      upperThreshold: uThresh(r) ?? 0,
+      lowerThreshold: lThresh(r) ?? 0,
+      activeConns: active(r) ?? 0,
+      inactiveConns: inactive(r) ?? 0,
+      persistConns: persist(r) ?? 0,
+    };
+    const st = stats(r);
+    if (st) d.stats = st;
+    return d;
   };
 }
 
