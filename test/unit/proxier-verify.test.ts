@@ -13,6 +13,7 @@ import type { IpvsClient } from '../../src/kernel/ipvs/client.js';
 import { FakeLinkClient } from '../../src/kernel/link.js';
 import { createLogger } from '../../src/log-json.js';
 import { IpvsProxier } from '../../src/proxy/ipvs/proxier.js';
+import { SERVICE_SLICE } from '../../src/proxy/ipvs/verify.js';
 import type { SourceHandler } from '../../src/source/types.js';
 import { fakeIptables, type FakeIptables } from './lib/fake-iptables.js';
 import { slice, svc } from './lib/objects.js';
@@ -56,7 +57,7 @@ beforeEach(async () => {
 });
 
 /** A proxier over the fake kernels, 300 services programmed; `read`: its verification's IPVS client. */
-async function programmed(read: IpvsClient, extra: Partial<ConstructorParameters<typeof IpvsProxier>[0]> = {}) {
+async function programmed(read: IpvsClient, extra: Partial<ConstructorParameters<typeof IpvsProxier>[0]> = {}, services = 300) {
   const p = new IpvsProxier({
     config: parseArgs(['--hostname-override', 'n1']).config,
     nodeName: 'n1',
@@ -68,7 +69,7 @@ async function programmed(read: IpvsClient, extra: Partial<ConstructorParameters
     ...extra,
   });
   const h = p.handler(() => {});
-  for (let i = 0; i < 300; i++) {
+  for (let i = 0; i < services; i++) {
     h.onService(`ns/s${i}`, svc(`s${i}`, `10.96.${i >> 8}.${i & 255}`));
     h.onEndpointSlice(`ns/s${i}-1`, slice(`s${i}`, ['10.244.1.2', '10.244.2.2']));
   }
@@ -140,6 +141,40 @@ describe('periodic verification', () => {
     const v = await proxier.verified();
     expect(v).toMatchObject({ repaired: 0, ops: 0 }); // s1 was touched meanwhile: its stale read is ignored
     expect(ipvs.weights()['tcp/10.96.0.1:80']).toEqual({ '10.244.1.2:8080': 1, '10.244.2.2:8080': 1, '10.244.3.2:8080': 1 });
+  });
+});
+
+describe('verification of a large table', () => {
+  it('folds the virtual-server list a slice at a time: a change asked for during the first slice is synced before the second', async () => {
+    let pulled = 0;
+    let syncedAt = -1;
+    let p!: IpvsProxier;
+    let h!: SourceHandler;
+    const counting = new Proxy(ipvs, {
+      get(target, prop, receiver) {
+        if (prop !== 'readServices') return Reflect.get(target, prop, receiver);
+        return async () => {
+          const rows = await target.readServices();
+          return {
+            *[Symbol.iterator]() {
+              for (const s of rows) {
+                if (pulled++ === 0) {
+                  h.onEndpointSlice('ns/s7-1', slice('s7', ['10.244.1.2', '10.244.2.2', '10.244.3.2']));
+                  void p.sync().then(() => (syncedAt = pulled));
+                }
+                yield s;
+              }
+            },
+          };
+        };
+      },
+    });
+    ({ proxier: p, handler: h } = await programmed(counting, {}, SERVICE_SLICE * 2 + 10));
+    await p.sync({ periodic: true });
+    expect(await p.verified()).toMatchObject({ errors: 0, repaired: 0 });
+    expect(pulled).toBe(SERVICE_SLICE * 2 + 10);
+    expect(syncedAt).toBe(SERVICE_SLICE);
+    expect(ipvs.weights()['tcp/10.96.0.7:80']).toEqual({ '10.244.1.2:8080': 1, '10.244.2.2:8080': 1, '10.244.3.2:8080': 1 });
   });
 });
 

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { serviceId, type DestinationStatus, type ServiceKey, type ServiceStatus, type VirtualService } from '../../src/kernel/ipvs/types.js';
 import { emptyDelta } from '../../src/proxy/ipvs/desired-index.js';
 import { emptyObserved } from '../../src/proxy/ipvs/observe.js';
-import { emptyFold, foldDestinations, foldServices, foldSet } from '../../src/proxy/ipvs/verify.js';
+import { emptyFold, foldDestinations, foldServices, foldSet, ServiceListFold } from '../../src/proxy/ipvs/verify.js';
 
 const key: ServiceKey = { family: 'ipv4', protocol: 'tcp', address: '10.96.0.1', port: 80, fwmark: null };
 const ID = 'tcp/10.96.0.1:80';
@@ -83,6 +83,31 @@ describe('foldServices and foldSet', () => {
     expect([...fold.virtualServers].sort()).toEqual([serviceId(b), serviceId(c), serviceId(svc(83))].sort());
     expect(observed.virtualServers.has(serviceId(c))).toBe(false);
     expect(unread.size).toBe(0);
+  });
+
+  it('services a slice at a time: what partial syncs touch between slices is left alone; a replaced observed stops the fold', () => {
+    const [a, b, c] = [svc(80), svc(81), svc(82)];
+    const observed = observedOf([a, b, c]);
+    const desired = new Map([a, b, c].map((s) => [serviceId(s), s]));
+    const list = new ServiceListFold(observed, desired);
+    const rows = [svc(80), svc(81), svc(82, 'wrr')][Symbol.iterator]();
+    const touched = emptyDelta();
+    const fold = emptyFold();
+    expect(list.add(rows, observed, touched, fold, 2)).toBe(false);
+    expect(list.keys).toEqual([a, b]);
+    // a partial sync between two slices adds svc(83) (after the read) and changes c
+    const d = svc(83);
+    observed.virtualServers.set(serviceId(d), { service: d, destinations: new Map() });
+    touched.virtualServers.add(serviceId(d)).add(serviceId(c));
+    expect(list.add(rows, observed, touched, fold, 2)).toBe(true);
+    expect(observed.virtualServers.has(serviceId(d))).toBe(true);
+    expect(observed.virtualServers.get(serviceId(c))!.service).toBe(c); // its stale read is not taken
+    expect(fold.virtualServers.size).toBe(0);
+
+    const later = new ServiceListFold(observed, desired);
+    expect(later.add([svc(90)][Symbol.iterator](), observedOf([]), emptyDelta(), fold)).toBe(true);
+    expect(later.keys).toEqual([]);
+    expect(fold.virtualServers.size).toBe(0);
   });
 
   it('ipsets: a set that reads as observed keeps the observed set; a difference replaces it and is folded', () => {
