@@ -235,8 +235,11 @@ export async function periodic({ daemon, periodMs, periods, log }) {
   };
 }
 
-/** RSS (from /proc) and heap used (from /metrics) of the running daemon, MiB. */
+/**
+ * RSS (from /proc) and heap used (from /metrics) of the running daemon, MiB; and the longest
+ * event-loop delay since the last scrape (a phase's, when the phase began with one).
+ */
 export async function memory(daemon) {
   const w = workOf(await daemon.metrics());
-  return { rss: daemon.rssMiB(), heap: w.heapMiB, heapTotal: w.heapTotalMiB, external: w.externalMiB };
+  return { rss: daemon.rssMiB(), heap: w.heapMiB, heapTotal: w.heapTotalMiB, external: w.externalMiB, loopMaxMs: w.loopMaxMs };
 }

@@ -118,14 +118,15 @@ async function runSize(n, probe) {
   console.log(`    after cold start: ${mem(r.memCold)}`);
 
   step('one change');
+  await memory(p.daemon); // the scrape restarts the daemon's event-loop delay maximum
   r.one = await oneChange({ daemon: p.daemon, probe, cluster, api, ...ONE });
   r.memOne = await memory(p.daemon);
-  console.log(`  one change: p50 ${msf(r.one.p50)}  p99 ${msf(r.one.p99)}  (${r.one.n} changes ${ONE.gapMs} ms apart; floor, the same changes to a node process that adds each slice's endpoints in one batch: p50 ${msf(r.oneFloor.p50)}  p99 ${msf(r.oneFloor.p99)}); ${mem(r.memOne)}`);
+  console.log(`  one change: p50 ${msf(r.one.p50)}  p99 ${msf(r.one.p99)}  (${r.one.n} changes ${ONE.gapMs} ms apart; floor, the same changes to a node process that adds each slice's endpoints in one batch: p50 ${msf(r.oneFloor.p50)}  p99 ${msf(r.oneFloor.p99)}); longest event-loop stall ${msf(r.memOne.loopMaxMs)}; ${mem(r.memOne)}`);
 
   step('churn');
   r.churn = await churn({ daemon: p.daemon, probe, cluster, api, ...CHURN });
   r.memChurn = await memory(p.daemon);
-  console.log(`  churn ${r.churn.rate.toFixed(0)} changes/s for ${CHURN.seconds} s: p50 ${msf(r.churn.p50)}  p99 ${msf(r.churn.p99)}  max ${msf(r.churn.max)} (${r.churn.n} changes); ${mem(r.memChurn)}`);
+  console.log(`  churn ${r.churn.rate.toFixed(0)} changes/s for ${CHURN.seconds} s: p50 ${msf(r.churn.p50)}  p99 ${msf(r.churn.p99)}  max ${msf(r.churn.max)} (${r.churn.n} changes); longest event-loop stall ${msf(r.memChurn.loopMaxMs)}; ${mem(r.memChurn)}`);
 
   if (SOAK_MIN > 0 && n === SIZES[0]) {
     r.soak = await soak(p.daemon, probe, cluster, api);
@@ -228,10 +229,10 @@ try {
   cleanKernel();
 }
 
-console.log(`\n| N × ${EP} | cold start vs ipvsadm-restore | ratio | first list (request-only node process) | RSS / heap after cold start | one change p50 / p99 (floor p50) | churn 50/s p50 / p99 | RSS after churn | restart: change in kernel / ready / writes | no-change period: sync time / writes / processes |`);
+console.log(`\n| N × ${EP} | cold start vs ipvsadm-restore | ratio | first list (request-only node process) | RSS / heap after cold start | one change p50 / p99 (floor p50) | churn 50/s p50 / p99 (longest event-loop stall) | RSS after churn | restart: change in kernel / ready / writes | no-change period: sync time / writes / processes |`);
 console.log('|---|---|---|---|---|---|---|---|---|---|');
 for (const r of results) {
-  console.log(`| ${r.n.toLocaleString('en')} | ${s(r.cold)} vs ${s(r.restore)} | ${r.ratio.toFixed(2)} | ${r.firstList === null ? '-' : s(r.firstList)}${r.requestOnly === null ? '' : ` (${s(r.requestOnly)})`} | ${MiB(r.memCold.rss)} / ${MiB(r.memCold.heap)} | ${msf(r.one.p50)} / ${msf(r.one.p99)} (${msf(r.oneFloor.p50)}) | ${msf(r.churn.p50)} / ${msf(r.churn.p99)} | ${MiB(r.memChurn.rss)} | ${s(r.restart.usefulMs)} / ${s(r.restart.readyMs)} / ${r.restart.kernelOps}+${r.restart.verifyOps} | ${s(r.periodic.syncMs)} / ${r.periodic.kernelOps.toFixed(0)}+${r.periodic.verifyOps.toFixed(0)} / ${r.periodic.forks.toFixed(1)} |`);
+  console.log(`| ${r.n.toLocaleString('en')} | ${s(r.cold)} vs ${s(r.restore)} | ${r.ratio.toFixed(2)} | ${r.firstList === null ? '-' : s(r.firstList)}${r.requestOnly === null ? '' : ` (${s(r.requestOnly)})`} | ${MiB(r.memCold.rss)} / ${MiB(r.memCold.heap)} | ${msf(r.one.p50)} / ${msf(r.one.p99)} (${msf(r.oneFloor.p50)}) | ${msf(r.churn.p50)} / ${msf(r.churn.p99)} (${msf(r.memChurn.loopMaxMs)}) | ${MiB(r.memChurn.rss)} | ${s(r.restart.usefulMs)} / ${s(r.restart.readyMs)} / ${r.restart.kernelOps}+${r.restart.verifyOps} | ${s(r.periodic.syncMs)} / ${r.periodic.kernelOps.toFixed(0)}+${r.periodic.verifyOps.toFixed(0)} / ${r.periodic.forks.toFixed(1)} |`);
 }
 if (manifests) console.log(`| ${manifests.n.toLocaleString('en')} --manifests | ${s(manifests.cold)} vs ${s(manifests.restore)} | ${manifests.ratio.toFixed(2)} | | ${MiB(manifests.memCold.rss)} / ${MiB(manifests.memCold.heap)} | | | | | |`);
 console.log(`runtime ${((Date.now() - started) / 60_000).toFixed(1)} min`);

@@ -118,6 +118,8 @@ export function workOf(m) {
     heapMiB: sum(m, 'nodejs_heap_size_used_bytes') / 2 ** 20,
     heapTotalMiB: sum(m, 'nodejs_heap_size_total_bytes') / 2 ** 20,
     externalMiB: sum(m, 'nodejs_external_memory_bytes') / 2 ** 20,
+    /** The longest event-loop delay since the previous scrape (prom-client resets it on each). */
+    loopMaxMs: sum(m, 'nodejs_eventloop_lag_max_seconds') * 1000,
   };
 }
 
