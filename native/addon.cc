@@ -163,41 +163,33 @@ class DumpWorker : public SocketWorker {
   std::unique_ptr<Table> table_;
 };
 
-// Many dumps in one trip off the JS thread (a full IPVS read is 1 + N destination dumps).
+// Many dumps in one trip off the JS thread (a full IPVS read is 1 + N destination dumps), their
+// replies decoded into one table, dump after dump.
 class DumpManyWorker : public SocketWorker {
  public:
   using SocketWorker::SocketWorker;
 
  protected:
   void run() override {
-    if (table) table_ = std::make_unique<Table>(&root_, omit);
-    results_.reserve(offsets.size());
+    table_ = std::make_unique<Table>(&root_, omit);
     for (size_t i = 0; i < offsets.size(); i++) {
       size_t end = i + 1 < offsets.size() ? offsets[i + 1] : builder.size();
       std::vector<uint8_t> one(builder.bytes().begin() + offsets[i], builder.bytes().begin() + end);
-      results_.push_back(sock_->dump(one));
-      where.apply(root_, results_.back());
-      if (!table_) continue;
+      std::vector<std::vector<uint8_t>> replies = sock_->dump(one);
+      where.apply(root_, replies);
       table_->startDump();
-      table_->addMessages(results_.back());
-      results_.back().clear();
+      table_->addMessages(replies);
     }
   }
-  Napi::Value result(Napi::Env env) override {
-    if (table_) return table_->toJs(env);
-    Napi::Array arr = Napi::Array::New(env, results_.size());
-    for (size_t i = 0; i < results_.size(); i++) arr.Set(uint32_t(i), decodeReplies(env, root_, results_[i]));
-    return arr;
-  }
+  Napi::Value result(Napi::Env env) override { return table_->toJs(env); }
 
  private:
-  std::vector<std::vector<std::vector<uint8_t>>> results_;
   std::unique_ptr<Table> table_;
 };
 
 // JS class Socket(protocol): batch(schema, requests, limits?), dump(schema, request),
-// dumpMany(schema, requests), close(); dumps take { omit?: string[], where?: { field, in?, notIn? },
-// table?: boolean }.
+// dumpMany(schema, requests) (always a table), close(); dumps take { omit?: string[],
+// where?: { field, in?, notIn? }, table?: boolean }.
 class Socket : public Napi::ObjectWrap<Socket> {
  public:
   static Napi::Function Init(Napi::Env env) {

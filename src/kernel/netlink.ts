@@ -76,16 +76,13 @@ export class NetlinkConnection {
     return this.read(op, object, () => this.socket.dump(schema, req, { ...options, table: true }));
   }
 
-  /** Runs several dumps in one call (one trip to the addon's thread); throws on the first failure. */
-  dumpMany(schema: string, reqs: NlRequest[], op: string, options?: DumpOptions): Promise<NlMessage[][]> {
-    if (reqs.length === 0) return Promise.resolve([]);
-    return this.read(op, undefined, () => this.socket.dumpMany(schema, reqs, options));
-  }
-
-  /** dumpMany() into one table; dump k's rows are starts[k] .. starts[k + 1] - 1. */
+  /**
+   * Runs several dumps in one call (one trip to the addon's thread), their replies as one table:
+   * dump k's rows are starts[k] .. starts[k + 1] - 1. Throws on the first failure.
+   */
   dumpManyTable(schema: string, reqs: NlRequest[], op: string, options?: DumpOptions): Promise<DumpTable> {
     if (reqs.length === 0) return Promise.resolve({ rows: 0, starts: Uint32Array.of(0), columns: {} });
-    return this.read(op, undefined, () => this.socket.dumpMany(schema, reqs, { ...options, table: true }));
+    return this.read(op, undefined, () => this.socket.dumpMany(schema, reqs, options));
   }
 
   private read<T>(op: string, object: string | undefined, call: () => Promise<T>): Promise<T> {

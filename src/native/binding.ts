@@ -98,9 +98,8 @@ export interface NativeSocket {
   batch(schema: string, requests: NlRequest[], limits?: BatchLimits): Promise<NlOpResult[]>;
   dump(schema: string, request: NlRequest, options: DumpOptions & { table: true }): Promise<DumpTable>;
   dump(schema: string, request: NlRequest, options?: DumpOptions): Promise<NlMessage[]>;
-  /** Runs the dumps one after another in a single trip off the JS thread. */
-  dumpMany(schema: string, requests: NlRequest[], options: DumpOptions & { table: true }): Promise<DumpTable>;
-  dumpMany(schema: string, requests: NlRequest[], options?: DumpOptions): Promise<NlMessage[][]>;
+  /** Runs the dumps one after another in a single trip off the JS thread; their replies as one table (`starts`). */
+  dumpMany(schema: string, requests: NlRequest[], options?: DumpOptions): Promise<DumpTable>;
   close(): void;
   readonly portId: number;
 }

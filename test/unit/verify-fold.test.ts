@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { serviceId, type DestinationStatus, type ServiceKey, type ServiceStatus, type VirtualService } from '../../src/kernel/ipvs/types.js';
 import { emptyDelta } from '../../src/proxy/ipvs/desired-index.js';
 import { emptyObserved } from '../../src/proxy/ipvs/observe.js';
-import { emptyFold, foldDestinations, foldServices, foldSet, ServiceListFold } from '../../src/proxy/ipvs/verify.js';
+import { emptyFold, foldDestinations, foldSet, ServiceListFold } from '../../src/proxy/ipvs/verify.js';
 
 const key: ServiceKey = { family: 'ipv4', protocol: 'tcp', address: '10.96.0.1', port: 80, fwmark: null };
 const ID = 'tcp/10.96.0.1:80';
@@ -61,8 +61,8 @@ function observedOf(services: VirtualService[]) {
   return o;
 }
 
-describe('foldServices and foldSet', () => {
-  it('services: folded one at a time as read; those that read as observed keep the observed object', () => {
+describe('ServiceListFold and foldSet', () => {
+  it('services: folded one at a time as read (all at once here); those that read as observed keep the observed object', () => {
     const [a, b, c] = [svc(80), svc(81), svc(82)];
     const observed = observedOf([a, b, c]);
     const desired = new Map([a, b, c].map((s) => [serviceId(s), s]));
@@ -74,7 +74,9 @@ describe('foldServices and foldSet', () => {
       }
     })();
     const fold = emptyFold();
-    const { keys, unread } = foldServices(observed, read, desired, emptyDelta(), fold);
+    const list = new ServiceListFold(observed, desired);
+    expect(list.add(read, observed, emptyDelta(), fold)).toBe(true);
+    const { keys, unread } = list;
     expect(made).toBe(3);
     expect(keys[0]).toBe(a); // unchanged: the observed object, not the read
     expect(keys[1]).toMatchObject({ port: 81, scheduler: 'wrr' });

@@ -92,14 +92,15 @@ export class ServiceListFold {
     const id = serviceId(service);
     this.seen.add(id);
     const o = this.observed.virtualServers.get(id);
+    const same = o !== undefined && sameService(o.service, service);
     // The observed object when it reads the same: a no-change verification keeps none of the read.
-    this.keys.push(o && sameService(o.service, service) ? o.service : service);
+    this.keys.push(same ? o.service : service);
     if (touched.virtualServers.has(id)) return;
     if (!o) {
       this.observed.virtualServers.set(id, { service, destinations: new Map() });
       if (this.desired.has(id)) this.unread.add(id);
       else fold.virtualServers.add(id);
-    } else if (!sameService(o.service, service)) {
+    } else if (!same) {
       o.service = service;
       fold.virtualServers.add(id);
     }
@@ -113,19 +114,6 @@ export class ServiceListFold {
     }
     for (const id of this.desired.keys()) if (!this.seen.has(id) && !touched.virtualServers.has(id)) fold.virtualServers.add(id);
   }
-}
-
-/** The whole list in one piece (ServiceListFold). */
-export function foldServices(
-  observed: ObservedState,
-  kernel: Iterable<ServiceStatus>,
-  desired: ReadonlyMap<VirtualServerId, unknown>,
-  touched: DesiredDelta,
-  fold: Fold,
-): { keys: ServiceKey[]; unread: Set<VirtualServerId> } {
-  const f = new ServiceListFold(observed, desired);
-  f.add(kernel[Symbol.iterator](), observed, touched, fold);
-  return { keys: f.keys, unread: f.unread };
 }
 
 /**
