@@ -16,8 +16,8 @@ export type ProxyMode = (typeof PROXY_MODES)[number];
 /** A full sync re-reads the kernel; a partial one applies only what changed. */
 export type SyncKind = 'full' | 'partial';
 
-/** Outcome label of kube_ipvs_proxy_kernel_ops_total. */
-export type KernelOpResult = 'ok' | 'error';
+/** Outcome label of kube_ipvs_proxy_kernel_ops_total (drift: the kernel had lost the object the op assumed; compared again). */
+export type KernelOpResult = 'ok' | 'error' | 'drift';
 
 /** kube-proxy's sync duration buckets: 1 ms doubling 15 times (to 16.384 s). */
 export const SYNC_BUCKETS: readonly number[] = exponentialBuckets(0.001, 2, 15);

@@ -189,13 +189,14 @@ describe('applyPlan', () => {
     await env.expectConsistent();
   });
 
-  it('the kernel contradicts observed (service flushed behind our back): ESRCH drops it from observed; the retry re-adds it whole', async () => {
+  it('the kernel contradicts observed (service flushed behind our back): ESRCH is drift, not an error; it drops the service from observed and the retry re-adds it whole', async () => {
     env.index.set('a', clusterIP('a', '10.96.0.1', ['10.244.1.2']));
     await env.full();
     await env.ipvs.flush();
     const d = env.index.set('a', clusterIP('a', '10.96.0.1', ['10.244.1.2', '10.244.1.3']));
     const r = await env.sync(d);
-    expect(r.errors.map((e) => (e.error as NetlinkError).code)).toEqual(['ESRCH']);
+    expect(r.errors).toEqual([]);
+    expect(r.drift.map((e) => [e.object, (e.error as NetlinkError).code])).toEqual([['tcp/10.96.0.1:80 -> 10.244.1.3:8080', 'ESRCH']]);
     expect(r.retry).toBe(true);
     expect(env.observed.virtualServers.size).toBe(0);
     const retry = await env.sync(r.retryScope);

@@ -57,7 +57,7 @@ beforeEach(async () => {
 });
 
 /** A proxier over the fake kernels, 300 services programmed; `read`: its verification's IPVS client. */
-async function programmed(read: IpvsClient, extra: Partial<ConstructorParameters<typeof IpvsProxier>[0]> = {}, services = 300) {
+async function programmed(read: IpvsClient, extra: Partial<ConstructorParameters<typeof IpvsProxier>[0]> = {}, services = 300, onChange = () => {}) {
   const p = new IpvsProxier({
     config: parseArgs(['--hostname-override', 'n1']).config,
     nodeName: 'n1',
@@ -68,7 +68,7 @@ async function programmed(read: IpvsClient, extra: Partial<ConstructorParameters
     conntrack: async () => undefined,
     ...extra,
   });
-  const h = p.handler(() => {});
+  const h = p.handler(onChange);
   for (let i = 0; i < services; i++) {
     h.onService(`ns/s${i}`, svc(`s${i}`, `10.96.${i >> 8}.${i & 255}`));
     h.onEndpointSlice(`ns/s${i}-1`, slice(`s${i}`, ['10.244.1.2', '10.244.2.2']));
@@ -141,6 +141,56 @@ describe('periodic verification', () => {
     const v = await proxier.verified();
     expect(v).toMatchObject({ repaired: 0, ops: 0 }); // s1 was touched meanwhile: its stale read is ignored
     expect(ipvs.weights()['tcp/10.96.0.1:80']).toEqual({ '10.244.1.2:8080': 1, '10.244.2.2:8080': 1, '10.244.3.2:8080': 1 });
+  });
+});
+
+describe('drift during a verification', () => {
+  it('`ipvsadm -C` between the service list read and the destination reads: drift, not errors; the next sync re-adds everything', async () => {
+    const logs: Array<{ level: number | string; msg: string }> = [];
+    const logger = createLogger({ format: 'json', verbosity: 0 }, { write: (l: string) => (logs.push(JSON.parse(l)), true) } as never);
+    let flushed = false;
+    const flushing = new Proxy(ipvs, {
+      get(target, prop, receiver) {
+        if (prop !== 'listDestinationsMany') return Reflect.get(target, prop, receiver);
+        return async (...args: Parameters<IpvsClient['listDestinationsMany']>) => {
+          if (!flushed) await target.flush(); // like the kernel, the fake dumps a missing service's destinations as none
+          flushed = true;
+          return target.listDestinationsMany(...args);
+        };
+      },
+    });
+    let asked = 0;
+    const { proxier: p } = await programmed(flushing, { logger }, 300, () => asked++);
+    const before = asked;
+    await p.sync({ periodic: true });
+    const v = await p.verified();
+    // The first chunk read as empty services: their real servers' adds find no service (ESRCH).
+    expect(v).toMatchObject({ errors: 0 });
+    expect(v!.drift).toBeGreaterThan(0);
+    expect(logs.filter((l) => l.level === 'error' || l.level === 50 || l.level === 'warn' || l.level === 40)).toEqual([]);
+    expect(asked).toBeGreaterThan(before); // a retry sync was asked for
+    const r = await p.sync();
+    expect(r.errors).toBe(0);
+    expect(Object.keys(ipvs.weights())).toHaveLength(300);
+    expect(ipvs.weights()['tcp/10.96.1.4:80']).toEqual({ '10.244.1.2:8080': 1, '10.244.2.2:8080': 1 });
+    await p.sync({ periodic: true });
+    expect(await p.verified()).toMatchObject({ repaired: 0, ops: 0, errors: 0, drift: 0 });
+  });
+
+  it('a partial sync that finds its service gone asks for another sync instead of failing', async () => {
+    const logs: Array<{ level: number | string; msg: string }> = [];
+    const logger = createLogger({ format: 'json', verbosity: 0 }, { write: (l: string) => (logs.push(JSON.parse(l)), true) } as never);
+    let asked = 0;
+    const { proxier: p, handler: h } = await programmed(ipvs, { logger }, 10, () => asked++);
+    await ipvs.flush();
+    h.onEndpointSlice('ns/s3-1', slice('s3', ['10.244.1.2', '10.244.2.2', '10.244.3.2']));
+    const before = asked;
+    const r = await p.sync(); // does not throw: the runner's "sync failed" is for errors
+    expect(r).toMatchObject({ errors: 0, drift: 1 });
+    expect(asked).toBe(before + 1);
+    await p.sync();
+    expect(ipvs.weights()['tcp/10.96.0.3:80']).toEqual({ '10.244.1.2:8080': 1, '10.244.2.2:8080': 1, '10.244.3.2:8080': 1 });
+    expect(logs.filter((l) => /cannot program|failed/.test(l.msg))).toEqual([]);
   });
 });
 

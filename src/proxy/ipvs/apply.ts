@@ -37,6 +37,13 @@ export interface ApplyResult {
   retryScope: DesiredDelta;
   /** Objects the kernel refused for good (see errors.ts): not retried before the next full sync. */
   refused: Array<{ object: string; error: Error }>;
+  /**
+   * Ops whose answer showed the kernel had lost what observed held (a service flushed behind the
+   * proxy: ESRCH; a real server gone before its update: ENOENT). Not errors: observed is repaired
+   * and the retry compares the virtual server again (re-adds it whole). An `ipvsadm -C` between a
+   * verification's read of the service list and of the destinations ends here, once per real server.
+   */
+  drift: Array<{ object: string; error: Error }>;
   /** The dummy link was missing (ENODEV): the next sync re-creates it and binds every address again. */
   linkMissing: boolean;
 }
@@ -49,6 +56,16 @@ export interface ApplyResult {
  * splits every batch into sendmsg chunks anyway).
  */
 export const BATCH_SIZE = 4096;
+
+/**
+ * The kernel lacks what observed holds: ESRCH for an op on an existing service (a destination op,
+ * an update; never an add, and the fold takes a destination of a service whose add failed in the
+ * same plan as that failure's consequence first), ENOENT for a real server's update.
+ */
+function isDrift(op: IpvsOp, e: Error): boolean {
+  if (!(e instanceof NetlinkError)) return false;
+  return (e.code === 'ESRCH' && op.kind !== 'addService') || (e.code === 'ENOENT' && op.kind === 'updateDestination');
+}
 
 type ObservedDest = Destination & { activeConns?: number; inactiveConns?: number };
 
@@ -70,6 +87,7 @@ class Applier {
   readonly counts: ApplyCounts = { ipvsOps: 0, ipvsCalls: 0, ipsetEntries: 0, ipsetCalls: 0, addresses: 0, linkCalls: 0, followUps: 0 };
   readonly retryScope = emptyDelta();
   readonly refused: ApplyResult['refused'] = [];
+  readonly drift: ApplyResult['drift'] = [];
   retry = false;
   linkMissing = false;
 
@@ -219,6 +237,15 @@ class Applier {
     else if (e.code === 'ENOENT' && op.kind === 'updateDestination') this.observed.virtualServers.get(id)?.destinations.delete(destinationId(op.destination));
   }
 
+  /** A failed IPVS op: drift (observed repaired, retried, not an error) or an error (reported; repaired unless refused). */
+  private failed(op: IpvsOp, e: Error): void {
+    if (isDrift(op, e)) {
+      this.drift.push({ object: opObject(op), error: e });
+      this.retry = true;
+      this.repair(op, e);
+    } else if (this.fail(opObject(op), e, `ipvs.${op.kind}`) !== 'refused') this.repair(op, e);
+  }
+
   /**
    * Sends the IPVS ops in batches of BATCH_SIZE, in order; returns, per op, whether its effect is
    * in place. A batch that fails as a whole stops the rest (their services are compared again on
@@ -248,9 +275,7 @@ class Applier {
         this.mark(op);
         done[i] = true;
         if (op.kind === 'updateService') adopted.push(op);
-      } else {
-        if (this.fail(opObject(op), r.error, `ipvs.${op.kind}`) !== 'refused') this.repair(op, r.error);
-      }
+      } else this.failed(op, r.error);
     });
     await this.readBack(adopted);
     return done;
@@ -275,7 +300,7 @@ class Applier {
         this.repair(op, r.error);
       } else {
         if (op.kind === 'addService') failedAdds.add(serviceId(op.service));
-        if (this.fail(opObject(op), r.error, `ipvs.${op.kind}`) !== 'refused') this.repair(op, r.error);
+        this.failed(op, r.error);
       }
     });
   }
@@ -330,5 +355,5 @@ export async function applyPlan(plan: Plan, clients: KernelClients, observed: Ob
   const acked = (op: number | null): boolean => op === null || done[op] === true;
   for (const s of start) if (acked(s.op)) state.start(s.vs, s.dest, { since: s.since, protocol: s.protocol, countedAt: null });
   for (const e of end) if (acked(e.op)) state.end(e.vs, e.dest);
-  return { errors: a.errors, counts: a.counts, retry: a.retry, retryScope: a.retryScope, refused: a.refused, linkMissing: a.linkMissing };
+  return { errors: a.errors, counts: a.counts, retry: a.retry, retryScope: a.retryScope, refused: a.refused, drift: a.drift, linkMissing: a.linkMissing };
 }

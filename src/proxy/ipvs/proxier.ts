@@ -92,6 +92,8 @@ export interface SyncReport {
   changedServices: number;
   ops: Plan['counts'];
   errors: number;
+  /** Ops that found the kernel had lost what observed held (ApplyResult.drift): compared again by the next sync. */
+  drift?: number;
   /** Milliseconds spent per phase (prepare, read, plan, apply, drain, iptables, health). */
   phases: Record<string, number>;
   /** This sync first adopted the kernel through a whole verification (the daemon's first sync). */
@@ -320,10 +322,11 @@ export class IpvsProxier {
     phase('health');
     this.report(result, healthCheckErrors(healthErrors));
     const durationMs = this.now() - t0;
-    const report: SyncReport = { full, durationMs, changedServices: changed.size, ops: p.counts, errors: result.errors.length, phases };
+    const report: SyncReport = { full, durationMs, changedServices: changed.size, ops: p.counts, errors: result.errors.length, ...(result.drift.length ? { drift: result.drift.length } : {}), phases };
     this.recordMetrics(durationMs, full, result);
     logger.info(report, 'synced');
-    if (result.retry) throw new Error(`${result.errors.length} kernel operations failed (retrying)`);
+    if (result.retry && result.errors.length) throw new Error(`${result.errors.length} kernel operations failed (retrying)`);
+    if (result.retry) this.requestSync(); // drift, or a service found already there: compared again by the next sync, not a failure
     this.o.health?.updated();
     return report;
   }
@@ -376,14 +379,14 @@ export class IpvsProxier {
   }
 
   /** Plans and applies `scope` inside a verification; failures go to the next partial sync. */
-  private async repair(scope: DesiredDelta): Promise<{ ops: number; errors: number }> {
+  private async repair(scope: DesiredDelta): Promise<{ ops: number; errors: number; drift: number }> {
     await refreshDraining(this.o.clients.ipvs, this.observed!, this.graceful);
     const p = this.planFor(scope);
     const result = await this.applyFor(p, scope);
     this.countKernelOps(result);
     this.report(result);
     if (result.retry) this.requestSync();
-    return { ops: result.counts.ipvsOps + result.counts.ipsetEntries + result.counts.addresses, errors: result.errors.length };
+    return { ops: result.counts.ipvsOps + result.counts.ipsetEntries + result.counts.addresses, errors: result.errors.length, drift: result.drift.length };
   }
 
   private recordMetrics(durationMs: number, full: boolean, result: ApplyResult): void {
@@ -403,6 +406,7 @@ export class IpvsProxier {
     m.countKernelOps('ipset', 'ok', result.counts.ipsetEntries);
     m.countKernelOps('address', 'ok', result.counts.addresses);
     if (result.errors.length) m.countKernelOps('any', 'error', result.errors.length);
+    if (result.drift.length) m.countKernelOps('any', 'drift', result.drift.length);
   }
 
   /** kube-proxy's IPVS-mode chains, per family (no ip6tables work on a node that never had IPv6 services, like kube-proxy's per-family proxiers). */

@@ -207,6 +207,8 @@ export interface VerifyReport {
   ops: number;
   iptablesRestores: number;
   errors: number;
+  /** Ops that found the kernel changed since the step's read (ApplyResult.drift): compared again by the next sync. */
+  drift: number;
   /** The longest time one step held the sync queue (what a change could wait for, at most). */
   maxHoldMs: number;
   /** The step that held it (`node`, `services`, `destinations`, `set:<name>`, `addresses`, `iptables`). */
@@ -228,7 +230,7 @@ export interface VerifyHost {
   /** Re-ensures the node objects and takes the node-port addresses read; adds what that changed to `scope`. */
   node(scope: DesiredDelta, nodePortAddresses: string[]): Promise<void>;
   /** Plans and applies `scope`. */
-  repair(scope: DesiredDelta): Promise<{ ops: number; errors: number }>;
+  repair(scope: DesiredDelta): Promise<{ ops: number; errors: number; drift: number }>;
   /** The wanted rules; waits for the iptables drivers (backend detection) at a daemon's start. */
   rules(): Promise<FamilyRules[]>;
   /** Milliseconds until the next partial sync may start, 0 while one runs, below 0: no constraint (runner.nextSyncIn). */
@@ -270,7 +272,7 @@ export class Verifier {
   async run(paced: boolean): Promise<VerifyReport> {
     const h = this.host;
     const t0 = h.now();
-    const r: VerifyReport = { durationMs: 0, steps: 0, repaired: 0, ops: 0, iptablesRestores: 0, errors: 0, maxHoldMs: 0 };
+    const r: VerifyReport = { durationMs: 0, steps: 0, repaired: 0, ops: 0, iptablesRestores: 0, errors: 0, drift: 0, maxHoldMs: 0 };
     const held = (kind: string, fn: () => Promise<void>): Promise<void> =>
       h.serial(async () => {
         const t = h.now();
@@ -282,9 +284,10 @@ export class Verifier {
         }
       });
     const repair = async (scope: DesiredDelta): Promise<void> => {
-      const { ops, errors } = await h.repair(scope);
+      const { ops, errors, drift } = await h.repair(scope);
       r.ops += ops;
       r.errors += errors;
+      r.drift += drift;
     };
     let stepAt = h.now();
     let lastStepMs = 0;
