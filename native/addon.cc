@@ -106,6 +106,25 @@ class SocketWorker : public Napi::AsyncWorker {
   virtual void run() = 0;
   virtual Napi::Value result(Napi::Env env) = 0;
 
+ public:
+  // The call on the JS thread, settling the promise before returning (small batches: the trip to
+  // libuv's thread and back costs more than the kernel's work). The caller deletes the worker.
+  void runNow() {
+    try {
+      run();
+    } catch (const SysError& e) {
+      failed_ = true;
+      sysErr_ = e.err;
+      sysCall_ = e.syscall;
+    } catch (const CodecError& e) {
+      deferred_.Reject(makeError(Env(), "EBADMSG", EBADMSG, std::string("malformed reply: ") + e.what()).Value());
+      return;
+    }
+    OnOK();
+  }
+
+ protected:
+
   Napi::Promise::Deferred deferred_;
   std::shared_ptr<NlSocket> sock_;
   const RootSchema& root_;
@@ -241,14 +260,21 @@ class Socket : public Napi::ObjectWrap<Socket> {
 
   Napi::Value Batch(const Napi::CallbackInfo& info) {
     auto* w = prepare<BatchWorker>(info, NLM_F_ACK, false);
+    bool inline_ = false;
     if (info[2].IsObject()) {
       Napi::Object o = info[2].As<Napi::Object>();
       if (o.Get("maxMessages").IsNumber()) w->limits.maxMessages = o.Get("maxMessages").As<Napi::Number>().Uint32Value();
       if (o.Get("maxBytes").IsNumber()) w->limits.maxBytes = o.Get("maxBytes").As<Napi::Number>().Uint32Value();
       if (w->limits.maxMessages == 0) w->limits.maxMessages = 1;
+      inline_ = o.Get("inline").ToBoolean();
     }
     Napi::Promise p = w->promise();
-    w->Queue();
+    if (inline_) {
+      w->runNow();
+      delete w;
+    } else {
+      w->Queue();
+    }
     return p;
   }
   // Options of dump/dumpMany: { omit?: string[], where?: { field: string, in?: number[], notIn?: number[] },

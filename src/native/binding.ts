@@ -51,6 +51,11 @@ export interface NlOpResult {
 export interface BatchLimits {
   maxMessages?: number;
   maxBytes?: number;
+  /**
+   * Run the call on the JS thread (the promise is settled when batch() returns): for a few ops the
+   * kernel answers at once, and the trip to libuv's thread and back costs more than its work.
+   */
+  inline?: boolean;
 }
 
 /** Dump options: attribute names (at any depth) the decoder skips, e.g. unneeded counters. */

@@ -80,6 +80,21 @@ export interface IpvsClient {
 /** Whether IPVS is usable on this kernel; when not, why (drives the iptables fallback). */
 export type IpvsAvailability = { available: true; client: IpvsClient } | { available: false; reason: string };
 
+/** Ops sent on the JS thread at most (see inlineBatch). */
+export const INLINE_MAX_OPS = 32;
+const INLINE = { inline: true } as const;
+
+/**
+ * True when a batch is sent on the JS thread (BatchLimits.inline): a few real-server ops, which the
+ * kernel answers in tens of microseconds, while the trip to libuv's thread and back took
+ * milliseconds in UML (an endpoint change's whole write). Service ops may load a scheduler module
+ * (modprobe, inside the call), and long batches would hold the event loop: those go to the thread.
+ */
+export function inlineBatch(ops: readonly IpvsOp[]): boolean {
+  if (ops.length > INLINE_MAX_OPS) return false;
+  return ops.every((op) => op.kind === 'addDestination' || op.kind === 'updateDestination' || op.kind === 'deleteDestination');
+}
+
 const OP_CMD: Record<IpvsOp['kind'], number> = {
   addService: C.IPVS_CMD_NEW_SERVICE!,
   updateService: C.IPVS_CMD_SET_SERVICE!,
@@ -209,7 +224,7 @@ export class NetlinkIpvsClient implements IpvsClient {
     const outcomes = await this.conn.batch('ipvs', requests, (j) => {
       const op = ops[sent[j]!]!;
       return { op: `ipvs.${op.kind}`, object: opObject(op) };
-    });
+    }, inlineBatch(ops) ? INLINE : undefined);
     outcomes.forEach((o, j) => {
       const i = sent[j]!;
       results[i] = o.ok ? { ok: true } : { ok: false, error: explain(ops[i]!, o.error) };

@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 
-import { NetlinkIpvsClient, throwFirstFailure, type IpvsClient, type IpvsOp } from '../../../src/kernel/ipvs/client.js';
+import { INLINE_MAX_OPS, inlineBatch, NetlinkIpvsClient, throwFirstFailure, type IpvsClient, type IpvsOp } from '../../../src/kernel/ipvs/client.js';
 import type { Destination, VirtualService } from '../../../src/kernel/ipvs/types.js';
 import { assertIsolated } from '../lib/guard.js';
 import { normalize, parseSave, toRestoreLines, withThresholds, type SavedService } from '../lib/ipvsadm.js';
@@ -123,6 +123,35 @@ describe('IPVS client against the kernel', () => {
     expect(errors[2]!.message).toMatch(/service\.address: not an IP address/);
     expect(errors[4]).toMatchObject({ op: 'ipvs.deleteDestination', object: 'tcp/10.96.1.1:80 -> 10.255.255.2:80' });
     expect(normalize(ipvsadmSave())).toEqual(normalize([{ ...a, destinations: [] }, { ...b, destinations: [dst('10.255.255.2', 80)] }]));
+  });
+
+  it('a few real-server ops are sent on the JS thread (settled before the event loop turns), service ops on the addon\'s thread', async () => {
+    const a = v4(80, 'rr');
+    /** Runs `ops`; true when the event loop turned before the results came back. */
+    const turned = async (ops: IpvsOp[]) => {
+      let t = false;
+      setImmediate(() => (t = true));
+      const results = await client.apply(ops);
+      return { turned: t, codes: results.map((r) => (r.ok ? 'ok' : r.error.code)) };
+    };
+    expect(inlineBatch([{ kind: 'addService', service: a }])).toBe(false);
+    expect(await turned([{ kind: 'addService', service: a }])).toEqual({ turned: true, codes: ['ok'] }); // may load a module: not inline
+    const ops: IpvsOp[] = [
+      { kind: 'addDestination', service: a, destination: dst('10.255.255.2', 80) },
+      { kind: 'addDestination', service: a, destination: dst('10.255.255.2', 80) },
+      { kind: 'addDestination', service: v4(99, 'rr'), destination: dst('10.255.255.2', 80) },
+      { kind: 'updateDestination', service: a, destination: dst('10.255.255.3', 80) },
+      { kind: 'addDestination', service: a, destination: dst('10.255.255.3', 80, { weight: 5 }) },
+      { kind: 'updateDestination', service: a, destination: dst('10.255.255.2', 80, { weight: 0 }) },
+      { kind: 'addDestination', service: a, destination: { ...dst('10.255.255.4', 80), address: '10.255.255.300' } },
+    ];
+    expect(inlineBatch(ops)).toBe(true);
+    expect(await turned(ops)).toEqual({ turned: false, codes: ['ok', 'EEXIST', 'ESRCH', 'ENOENT', 'ok', 'ok', 'ERR_INVALID_INPUT'] });
+    expect(normalize(ipvsadmSave())).toEqual(normalize([{ ...a, destinations: [dst('10.255.255.2', 80, { weight: 0 }), dst('10.255.255.3', 80, { weight: 5 })] }]));
+    // Past INLINE_MAX_OPS: the addon's thread.
+    const many = Array.from({ length: INLINE_MAX_OPS + 1 }, (_, i): IpvsOp => ({ kind: 'addDestination', service: a, destination: dst(`10.255.254.${i + 1}`, 80) }));
+    expect(await turned(many)).toMatchObject({ turned: true });
+    expect(await client.listDestinations(a)).toHaveLength(2 + INLINE_MAX_OPS + 1);
   });
 
   it('listing destinations of a missing service is an empty dump, not an error', async () => {
