@@ -95,6 +95,9 @@ function formatIpv6(b: Uint8Array): string {
 export function canonicalIp(address: string): string {
   const family = familyOf(address);
   if (!family) throw new Error(`invalid IP address ${JSON.stringify(address)}`);
+  // net.isIPv4 accepts only canonical dotted decimal (no leading zeros, no spaces): the same
+  // string, not a copy (the tracker canonicalises every endpoint of every slice event).
+  if (family === 'ipv4') return address;
   return bytesToIp(ipToBytes(address), family);
 }
 

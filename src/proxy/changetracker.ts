@@ -246,6 +246,10 @@ export function endpointsForService(
 
 const same = (a: unknown, b: unknown): boolean => (a === undefined || b === undefined ? a === b : JSON.stringify(a) === JSON.stringify(b));
 
+/** Two endpoint lists are equal, element by element (no JSON of both per slice event). */
+const sameEndpoints = (a: readonly EndpointInfo[] | undefined, b: readonly EndpointInfo[]): boolean =>
+  a === b || (a !== undefined && a.length === b.length && a.every((ep, i) => ep === b[i] || sameEndpoint(ep, b[i]!)));
+
 /** `namespace/name` of the Service a slice belongs to, or null when it has none (or is FQDN). */
 function serviceOfSlice(slice: EndpointSlice): string | null {
   const name = slice.metadata.labels[SERVICE_NAME_LABEL];
@@ -359,7 +363,7 @@ export class ChangeTracker {
       }
     }
     for (const [k, eps] of next) {
-      if (!same(this.#endpoints.get(k), eps)) {
+      if (!sameEndpoints(this.#endpoints.get(k), eps)) {
         this.#endpoints.set(k, eps);
         this.#changed.add(k);
       }
