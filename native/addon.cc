@@ -77,11 +77,7 @@ class SocketWorker : public Napi::AsyncWorker {
  protected:
   void Execute() override {
     try {
-      run();
-    } catch (const SysError& e) {
-      failed_ = true;
-      sysErr_ = e.err;
-      sysCall_ = e.syscall;
+      runKeepingSysError();
     } catch (const CodecError& e) {
       SetError(e.what());
     }
@@ -111,19 +107,25 @@ class SocketWorker : public Napi::AsyncWorker {
   // libuv's thread and back costs more than the kernel's work). The caller deletes the worker.
   void runNow() {
     try {
-      run();
-    } catch (const SysError& e) {
-      failed_ = true;
-      sysErr_ = e.err;
-      sysCall_ = e.syscall;
+      runKeepingSysError();
     } catch (const CodecError& e) {
-      deferred_.Reject(makeError(Env(), "EBADMSG", EBADMSG, std::string("malformed reply: ") + e.what()).Value());
+      OnError(Napi::Error::New(Env(), e.what()));
       return;
     }
     OnOK();
   }
 
  protected:
+  // run(), a system error kept for OnOK to reject with; a codec error is left to the caller.
+  void runKeepingSysError() {
+    try {
+      run();
+    } catch (const SysError& e) {
+      failed_ = true;
+      sysErr_ = e.err;
+      sysCall_ = e.syscall;
+    }
+  }
 
   Napi::Promise::Deferred deferred_;
   std::shared_ptr<NlSocket> sock_;

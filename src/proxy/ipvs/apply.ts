@@ -58,9 +58,9 @@ export interface ApplyResult {
 export const BATCH_SIZE = 4096;
 
 /**
- * The kernel lacks what observed holds: ESRCH for an op on an existing service (a destination op,
- * an update; never an add, and the fold takes a destination of a service whose add failed in the
- * same plan as that failure's consequence first), ENOENT for a real server's update.
+ * The kernel lacks what observed holds: ESRCH for any op but a service's add (the fold first
+ * takes the ESRCH of a real server whose service's add failed in the same plan as that failure's
+ * consequence), ENOENT for a real server's update.
  */
 function isDrift(op: IpvsOp, e: Error): boolean {
   if (!(e instanceof NetlinkError)) return false;
