@@ -38,8 +38,8 @@ export interface ApplyResult {
   /** Objects the kernel refused for good (see errors.ts): not retried before the next full sync. */
   refused: Array<{ object: string; error: Error }>;
   /**
-   * Ops whose answer showed the kernel had lost what observed held (a service flushed behind the
-   * proxy: ESRCH; a real server gone before its update: ENOENT). Not errors: observed is repaired
+   * Ops whose answer showed the kernel had lost what observed held (missing(): a service flushed
+   * behind the proxy, a real server gone before its update). Not errors: observed is repaired
    * and the retry compares the virtual server again (re-adds it whole). An `ipvsadm -C` between a
    * verification's read of the service list and of the destinations ends here, once per real server.
    */
@@ -58,13 +58,16 @@ export interface ApplyResult {
 export const BATCH_SIZE = 4096;
 
 /**
- * The kernel lacks what observed holds: ESRCH for any op but a service's add (the fold first
- * takes the ESRCH of a real server whose service's add failed in the same plan as that failure's
- * consequence), ENOENT for a real server's update.
+ * What a failed op proves the kernel lacks of what observed holds (null: nothing): the service for
+ * ESRCH on any op but a service's add (the fold first takes the ESRCH of a real server whose
+ * service's add failed in the same plan as that failure's consequence), the real server for
+ * ENOENT on its update.
  */
-function isDrift(op: IpvsOp, e: Error): boolean {
-  if (!(e instanceof NetlinkError)) return false;
-  return (e.code === 'ESRCH' && op.kind !== 'addService') || (e.code === 'ENOENT' && op.kind === 'updateDestination');
+function missing(op: IpvsOp, e: Error): 'service' | 'destination' | null {
+  if (!(e instanceof NetlinkError)) return null;
+  if (e.code === 'ESRCH' && op.kind !== 'addService') return 'service';
+  if (e.code === 'ENOENT' && op.kind === 'updateDestination') return 'destination';
+  return null;
 }
 
 type ObservedDest = Destination & { activeConns?: number; inactiveConns?: number };
@@ -225,21 +228,20 @@ class Applier {
   }
 
   /**
-   * The kernel disagreed with the observed state: repair what the error proves (ESRCH: the
-   * service is not there; ENOENT on an update: the destination is not there) and compare the
-   * virtual server again on the retry.
+   * Compares the op's virtual server again on the retry, after dropping from observed what the
+   * error proves missing (missing()).
    */
   private repair(op: IpvsOp, e: Error): void {
     const id = serviceId(op.service);
     this.retryScope.virtualServers.add(id);
-    if (!(e instanceof NetlinkError)) return;
-    if (e.code === 'ESRCH' && op.kind !== 'addService') this.observed.virtualServers.delete(id);
-    else if (e.code === 'ENOENT' && op.kind === 'updateDestination') this.observed.virtualServers.get(id)?.destinations.delete(destinationId(op.destination));
+    const gone = missing(op, e);
+    if (gone === 'service') this.observed.virtualServers.delete(id);
+    else if (gone === 'destination' && op.kind === 'updateDestination') this.observed.virtualServers.get(id)?.destinations.delete(destinationId(op.destination));
   }
 
   /** A failed IPVS op: drift (observed repaired, retried, not an error) or an error (reported; repaired unless refused). */
   private failed(op: IpvsOp, e: Error): void {
-    if (isDrift(op, e)) {
+    if (missing(op, e) !== null) {
       this.drift.push({ object: opObject(op), error: e });
       this.retry = true;
       this.repair(op, e);
