@@ -135,12 +135,17 @@ function keep(set: Map<string, EndpointInfo>, id: string, info: EndpointInfo): v
   if (!set.has(id) || !info.terminating) set.set(id, info);
 }
 
+const byId = (a: [string, EndpointInfo], b: [string, EndpointInfo]): number => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0);
+
 /** Endpoint lists by port key, each sorted by destination id; empty lists dropped. */
 function sortedLists(byPort: Map<string, Map<string, EndpointInfo>>): Map<string, EndpointInfo[]> {
   const out = new Map<string, EndpointInfo[]>();
   for (const [key, set] of byPort) {
     if (set.size === 0) continue;
-    out.set(key, [...set.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, ep]) => ep));
+    const pairs = [...set.entries()].sort(byId);
+    const list = new Array<EndpointInfo>(pairs.length);
+    for (let i = 0; i < pairs.length; i++) list[i] = pairs[i]![1];
+    out.set(key, list);
   }
   return out;
 }
@@ -177,15 +182,19 @@ function sliceEndpoints(namespace: string, name: string, slice: EndpointSlice, n
   if (slice.addressType === 'FQDN') return new Map();
   const byPort = new Map<string, Map<string, EndpointInfo>>();
   const family: Family = slice.addressType === 'IPv4' ? 'ipv4' : 'ipv6';
-  const prevKeys = prev.size > 0 ? new Map([...prev.keys()].map((k) => [k, k])) : undefined;
   for (const sp of slice.ports) {
     if (sp.port === undefined) continue;
     let key = portNameKey({ namespace, name, port: sp.name, protocol: lower(sp.protocol) });
-    key = prevKeys?.get(key) ?? key;
+    const before = prev.get(key);
+    if (before !== undefined) for (const k of prev.keys()) if (k === key) key = k; // the string kept since, not a copy
     let set = byPort.get(key);
     if (set === undefined) byPort.set(key, (set = new Map()));
-    const before = prev.get(key);
-    const had = before === undefined ? undefined : new Map(before.map((ep) => [destinationId(ep), ep]));
+    // One list holds one port: its endpoints differ by address.
+    let had: Map<string, EndpointInfo> | undefined;
+    if (before !== undefined && before.length > 0) {
+      had = new Map();
+      for (const ep of before) had.set(ep.address, ep);
+    }
     for (const ep of slice.endpoints) {
       const raw = ep.addresses[0]!;
       if (familyOf(raw) !== family) continue;
@@ -204,9 +213,9 @@ function sliceEndpoints(namespace: string, name: string, slice: EndpointSlice, n
         zoneHints: hintNames(ep.hints?.forZones),
         nodeHints: hintNames(ep.hints?.forNodes),
       };
-      const id = destinationId(info);
-      const h = had?.get(id);
-      keep(set, id, h !== undefined && sameEndpoint(h, info) ? h : info);
+      const h = had?.get(info.address);
+      const kept = h !== undefined && sameEndpoint(h, info) ? h : info;
+      keep(set, destinationId(kept), kept);
     }
   }
   return sortedLists(byPort);

@@ -45,6 +45,28 @@ describe('DesiredIndex', () => {
     expect(after[1]).not.toBe(before[1]);
   });
 
+  it('one address on two ports: both real servers kept, compared and changed by their own port', () => {
+    const idx = new DesiredIndex();
+    const two = (w1: number, w2: number): ServiceContribution =>
+      contrib('ns/a:http/tcp', { virtualServers: [{ service: svc('10.96.0.1', 80), destinations: [dst('10.244.0.1', 8080, w1), dst('10.244.0.1', 9090, w2), dst('10.244.0.2', 8080, 1)] }] });
+    idx.set('ns/a:http/tcp', two(1, 1));
+    const id = [...idx.virtualServers().keys()][0]!;
+    const before = idx.virtualServers().get(id)!.destinations;
+    expect(before.map((d) => `${d.address}:${d.port}`)).toEqual(['10.244.0.1:8080', '10.244.0.1:9090', '10.244.0.2:8080']);
+    // The same again: nothing touched, every object kept (the first port's object too).
+    expect(isEmptyDelta(idx.set('ns/a:http/tcp', two(1, 1)))).toBe(true);
+    expect(idx.virtualServers().get(id)!.destinations.every((d, i) => d === before[i])).toBe(true);
+    // Only the first port reweighted: touched; the second port and the other address keep their objects.
+    expect([...idx.set('ns/a:http/tcp', two(5, 1)).virtualServers]).toEqual([id]);
+    const after = idx.virtualServers().get(id)!.destinations;
+    expect(after.map((d) => d.weight)).toEqual([5, 1, 1]);
+    expect(after[0]).not.toBe(before[0]);
+    expect(after[2]).toBe(before[2]);
+    // Only the second port reweighted: touched as well.
+    expect([...idx.set('ns/a:http/tcp', two(5, 3)).virtualServers]).toEqual([id]);
+    expect(idx.virtualServers().get(id)!.destinations.map((d) => d.weight)).toEqual([5, 3, 1]);
+  });
+
   it('set() returns what it touched; the same contribution again touches nothing; null removes', () => {
     const ix = new DesiredIndex();
     const a = clusterIP('default/a:http/tcp', '10.96.0.10', 80, ['10.244.1.2', '10.244.1.3']);

@@ -102,14 +102,39 @@ export function sameDestination(a: Destination, b: Destination): boolean {
   return a.forward === b.forward && a.weight === b.weight && a.upperThreshold === b.upperThreshold && a.lowerThreshold === b.lowerThreshold;
 }
 
+/**
+ * One virtual server's destinations by address, for finding a destination's counterpart without
+ * building an id string per destination; an address held on several ports (rare) is looked up
+ * by destination id instead.
+ */
+interface ByAddress {
+  one: Map<string, Destination>;
+  byId?: Map<string, Destination>;
+}
+
+function byAddress(list: readonly Destination[]): ByAddress {
+  const m: ByAddress = { one: new Map() };
+  for (const d of list) {
+    const first = m.one.get(d.address);
+    if (first === undefined) m.one.set(d.address, d);
+    else (m.byId ??= new Map([[destinationId(first), first]])).set(destinationId(d), d);
+  }
+  return m;
+}
+
+/** The destination of `m` with `d`'s address and port, if it has the same parameters. */
+function sameIn(m: ByAddress | undefined, d: Destination): Destination | undefined {
+  let o = m?.one.get(d.address);
+  if (o !== undefined && o.port !== d.port) o = m!.byId?.get(destinationId(d));
+  return o !== undefined && sameDestination(o, d) ? o : undefined;
+}
+
 function sameDestinations(a: readonly Destination[], b: readonly Destination[]): boolean {
   if (a.length !== b.length) return false;
   if (a.every((d, i) => d === b[i])) return true; // store() kept every object: nothing changed
-  const byId = new Map(b.map((d) => [destinationId(d), d]));
-  return a.every((d) => {
-    const o = byId.get(destinationId(d));
-    return !!o && sameDestination(o, d);
-  });
+  // Both lists hold each (address, port) once (store() dedupes): a match for every one of `a` is a bijection.
+  const m = byAddress(b);
+  return a.every((d) => sameIn(m, d) !== undefined);
 }
 
 /** One service's contribution, deduplicated and canonical. */
@@ -134,14 +159,12 @@ function store(c: ServiceContribution, old: Stored): Stored {
     const id = serviceId(service);
     if (virtualServers.has(id)) continue;
     const before = old.virtualServers.get(id)?.destinations;
-    const had = before?.length ? new Map(before.map((d) => [destinationId(d), d])) : undefined;
+    const had = before?.length ? byAddress(before) : undefined;
     const dests = new Map<string, Destination>();
     for (const d of vs.destinations) {
       const dest = canonDestination(d);
       const did = destinationId(dest);
-      if (dests.has(did)) continue;
-      const h = had?.get(did);
-      dests.set(did, h !== undefined && sameDestination(h, dest) ? h : dest);
+      if (!dests.has(did)) dests.set(did, sameIn(had, dest) ?? dest);
     }
     virtualServers.set(id, { service, destinations: [...dests.values()] });
   }

@@ -167,7 +167,10 @@ class Planner {
         if (isDraining) this.end(id, did, 'restored', update);
       } else if (isDraining) this.end(id, did, 'restored', null);
     }
-    for (const [did, od] of o.destinations) if (!wanted.has(did)) this.removed(id, o.service, did, od);
+    // forEach, not for-of over entries: no [key, value] array per real server.
+    o.destinations.forEach((od, did) => {
+      if (!wanted.has(did)) this.removed(id, o.service, did, od);
+    });
     if (draining) for (const did of draining.keys()) if (!wanted.has(did) && !o.destinations.has(did)) this.end(id, did, 'gone', null);
   }
 
