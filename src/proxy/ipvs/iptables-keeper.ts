@@ -23,9 +23,14 @@ export interface IptablesOutcome {
   saves: number;
 }
 
+/** Hashes of specs already seen: a spec handed in again (the proxier keeps it while its inputs stay) is not rendered again. */
+const hashes = new WeakMap<TableSpec[], string>();
+
 /** A hash of one family's rendered rules. */
 function textHash(r: FamilyRules): string {
-  return createHash('sha256').update(JSON.stringify(r.spec)).digest('base64');
+  let h = hashes.get(r.spec);
+  if (h === undefined) hashes.set(r.spec, (h = createHash('sha256').update(JSON.stringify(r.spec)).digest('base64')));
+  return h;
 }
 
 /** Keeps the IPVS mode's rules in iptables; see the file comment. */

@@ -126,6 +126,8 @@ export class IpvsProxier {
   private linkMissing = false;
   /** Sysctls and the dummy link that could not be ensured (reported once each). */
   private nodeErrors: ObjectError[] = [];
+  /** Per family, the rules rules() last built and what they were built from. */
+  private readonly lastRules = new Map<string, { inputs: string; spec: FamilyRules['spec'] }>();
   /** Objects the kernel refused for good (errors.ts): kept until the next full sync compares them again. */
   private refused: ApplyResult['refused'] = [];
 
@@ -409,7 +411,12 @@ export class IpvsProxier {
     if (result.drift.length) m.countKernelOps('any', 'drift', result.drift.length);
   }
 
-  /** kube-proxy's IPVS-mode chains, per family (no ip6tables work on a node that never had IPv6 services, like kube-proxy's per-family proxiers). */
+  /**
+   * kube-proxy's IPVS-mode chains, per family (no ip6tables work on a node that never had IPv6
+   * services, like kube-proxy's per-family proxiers). The rules depend on the configuration, the
+   * sets that have entries and the load-balancer entries the node may not reach: while those stay
+   * the same, the last spec is returned as the same object (the keeper hashes each spec once).
+   */
   private async rules(): Promise<FamilyRules[]> {
     const drivers = await this.iptablesDrivers;
     const nonEmpty = new Set(this.index.allSets().filter((s) => this.index.ipsetEntries(s).size > 0));
@@ -419,7 +426,10 @@ export class IpvsProxier {
       if (!ipt || (family === 'ipv6' && !hasIpv6 && !this.iptables.has('ipv6'))) continue;
       const entries = (base: (typeof SET)[keyof typeof SET]) => this.index.ipsetEntries(setName(base, family)).keys();
       const noNodeAccess = lbNoNodeAccess(entries(SET.LOAD_BALANCER_FW), entries(SET.LOAD_BALANCER_SOURCE_IP));
-      out.push({ family, ipt, spec: ipvsModeRules(this.context(), family, nonEmpty, noNodeAccess) });
+      const inputs = `${[...nonEmpty].sort().join()} ${noNodeAccess.join()}`;
+      let last = this.lastRules.get(family);
+      if (last?.inputs !== inputs) this.lastRules.set(family, (last = { inputs, spec: ipvsModeRules(this.context(), family, nonEmpty, noNodeAccess) }));
+      out.push({ family, ipt, spec: last.spec });
     }
     return out;
   }
