@@ -123,7 +123,7 @@ export class BoundedFrequencyRunner {
     if (this.#stopped || this.#requested) return;
     this.#requested = true;
     this.#askedAt = this.#clock.now();
-    this.#schedule();
+    this.#schedule(this.#askedAt);
   }
 
   /** Asks for a sync no later than `ms` from now (still respecting the min interval), e.g. after a partial failure. */
@@ -172,14 +172,15 @@ export class BoundedFrequencyRunner {
     return Math.max(this.#retry, Math.min(this.#retry * factor, this.#max));
   }
 
-  #schedule(): void {
+  /** Arms the timer for the next sync; `now`: the clock's time, if the caller has just read it (a syscall in UML). */
+  #schedule(now?: number): void {
     if (!this.#started || this.#stopped || this.#inFlight !== undefined) return; // a finishing sync reschedules
     const due = this.#dueAt();
     if (due === Infinity) return this.#disarm();
     const at = Math.max(due, this.#notBefore);
     if (this.#timer !== undefined && this.#timerAt === at) return;
     this.#disarm();
-    const delay = Math.min(MAX_TIMER_MS, Math.max(0, at - this.#clock.now()));
+    const delay = Math.min(MAX_TIMER_MS, Math.max(0, at - (now ?? this.#clock.now())));
     this.#timerAt = at;
     this.#timer = this.#clock.setTimeout(() => this.#fire(), delay);
   }
@@ -194,13 +195,13 @@ export class BoundedFrequencyRunner {
     this.#timer = undefined;
     this.#timerAt = Infinity;
     if (this.#stopped || this.#inFlight !== undefined) return;
-    if (Math.max(this.#dueAt(), this.#notBefore) > this.#clock.now()) return this.#schedule(); // a capped long wait
-    this.#inFlight = this.#execute();
+    const now = this.#clock.now();
+    if (Math.max(this.#dueAt(), this.#notBefore) > now) return this.#schedule(now); // a capped long wait
+    this.#inFlight = this.#execute(now);
   }
 
-  async #execute(): Promise<void> {
+  async #execute(start: number): Promise<void> {
     const asked = this.#requested;
-    const start = this.#clock.now();
     const retrying = this.#retryAt <= start;
     this.#requested = false;
     this.#retryAt = Infinity; // this sync serves any pending retry; retryAfter() during it still counts
@@ -227,6 +228,6 @@ export class BoundedFrequencyRunner {
     this.#failures = failed ? this.#failures + 1 : 0;
     if (failed) this.#retryAt = Math.min(this.#retryAt, end + this.#backoff());
     this.#inFlight = undefined;
-    this.#schedule();
+    this.#schedule(end);
   }
 }
