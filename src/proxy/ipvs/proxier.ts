@@ -413,9 +413,10 @@ export class IpvsProxier {
 
   /**
    * kube-proxy's IPVS-mode chains, per family (no ip6tables work on a node that never had IPv6
-   * services, like kube-proxy's per-family proxiers). The rules depend on the configuration, the
-   * sets that have entries and the load-balancer entries the node may not reach: while those stay
-   * the same, the last spec is returned as the same object (the keeper hashes each spec once).
+   * services, like kube-proxy's per-family proxiers). The rules depend on the configuration (all
+   * ipvsModeRules reads of the context), the sets that have entries and the load-balancer entries
+   * the node may not reach: while those stay the same, the last spec is returned as the same object
+   * (the keeper hashes each spec once).
    */
   private async rules(): Promise<FamilyRules[]> {
     const drivers = await this.iptablesDrivers;
