@@ -142,10 +142,7 @@ function sortedLists(byPort: Map<string, Map<string, EndpointInfo>>): Map<string
   const out = new Map<string, EndpointInfo[]>();
   for (const [key, set] of byPort) {
     if (set.size === 0) continue;
-    const pairs = [...set.entries()].sort(byId);
-    const list = new Array<EndpointInfo>(pairs.length);
-    for (let i = 0; i < pairs.length; i++) list[i] = pairs[i]![1];
-    out.set(key, list);
+    out.set(key, [...set.entries()].sort(byId).map((p) => p[1]));
   }
   return out;
 }
