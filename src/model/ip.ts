@@ -1,14 +1,13 @@
 // IP address text <-> bytes, canonical forms, prefix lengths.
-import { isIPv4, isIPv6 } from 'node:net';
+import { ipFamily } from '../config/net.js';
 
 /** Address family names used across the project. */
 export type Family = 'ipv4' | 'ipv6';
 
 /** The family of an address string, or null when it is not an IP address. */
 export function familyOf(address: string): Family | null {
-  if (isIPv4(address)) return 'ipv4';
-  if (isIPv6(address)) return 'ipv6';
-  return null;
+  const f = ipFamily(address);
+  return f === 4 ? 'ipv4' : f === 6 ? 'ipv6' : null;
 }
 
 function parseV4(text: string, out: Uint8Array, at: number): void {
@@ -95,7 +94,7 @@ function formatIpv6(b: Uint8Array): string {
 export function canonicalIp(address: string): string {
   const family = familyOf(address);
   if (!family) throw new Error(`invalid IP address ${JSON.stringify(address)}`);
-  // net.isIPv4 accepts only canonical dotted decimal (no leading zeros, no spaces): the same
+  // ipFamily accepts only canonical dotted decimal (no leading zeros, no spaces): the same
   // string, not a copy (the tracker canonicalises every endpoint of every slice event).
   if (family === 'ipv4') return address;
   return bytesToIp(ipToBytes(address), family);

@@ -7,10 +7,11 @@
 // only then (at the first request), whose applyToHTTPSOptions sets TLS, agent and headers.
 import { readFileSync } from 'node:fs';
 import type { RequestOptions } from 'node:https';
-import { isIPv6 } from 'node:net';
 import { dirname, resolve } from 'node:path';
 
 import { load as loadYaml } from 'js-yaml';
+
+import { ipFamily } from '../config/net.js';
 
 /** How to reach the API server; `apply` completes one request's options (TLS, agent, auth). */
 export interface ClientConfig {
@@ -77,7 +78,7 @@ function inCluster(env: NodeJS.ProcessEnv, master: string | undefined): ClientCo
   const host = env.KUBERNETES_SERVICE_HOST!;
   const port = env.KUBERNETES_SERVICE_PORT ?? '443';
   const scheme = ['80', '8080', '8001'].includes(port) ? 'http' : 'https';
-  const server = master ?? `${scheme}://${isIPv6(host) ? `[${host}]` : host}:${port}`;
+  const server = master ?? `${scheme}://${ipFamily(host) === 6 ? `[${host}]` : host}:${port}`;
   const ca = readOptional(`${SA_DIR}/ca.crt`);
   return make(server, ca ? { ca } : {}, bearerFromFile(`${SA_DIR}/token`), 'service-account token');
 }

@@ -1,3 +1,5 @@
+import fc from 'fast-check';
+import { isIPv4, isIPv6 } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import {
   ConfigSchema, cidrFamily, defaultConfig, formatDuration, ipFamily, isUnspecified, parseDuration, parseHostPort,
@@ -37,6 +39,21 @@ describe('addresses', () => {
     ['10.0.0.256', 0], ['10.0.0', 0], ['010.0.0.1', 0], ['fe80::1%eth0', 0], ['[::1]', 0], ['', 0], ['host', 0],
   ])('ipFamily(%j) = %d', (text, family) => {
     expect(ipFamily(text)).toBe(family);
+  });
+
+  it('agrees with net.isIPv4 / net.isIPv6 on anything without a zone id', () => {
+    const node = (s: string) => (isIPv4(s) ? 4 : isIPv6(s) ? 6 : 0);
+    const token = fc.constantFrom('0', '1', '9', 'a', 'F', 'ffff', 'FFFFF', '12345', '255', '256', '01', '00', ':', ':', '::', '.', '1.2.3.4', '255.255.255.255', 'g', ' ', '');
+    const pieces = fc.array(token, { maxLength: 20 }).map((t) => t.join(''));
+    // Well-formed shapes too: n groups around one `::`, with or without an IPv4 tail.
+    const group = fc.stringMatching(/^[0-9a-fA-F]{1,5}$/);
+    const shaped = fc.tuple(fc.array(group, { maxLength: 9 }), fc.array(group, { maxLength: 9 }), fc.boolean(), fc.constantFrom('', '1.2.3.4', '1.2.3', '01.2.3.4')).map(([a, b, gap, v4]) => {
+      const text = gap ? `${a.join(':')}::${b.join(':')}` : [...a, ...b].join(':');
+      return v4 ? `${text}${text && !text.endsWith(':') ? ':' : ''}${v4}` : text;
+    });
+    fc.assert(fc.property(fc.oneof(pieces, shaped, fc.string({ unit: fc.constantFrom('0', '1', 'f', ':', '.') , maxLength: 24 })), (s) => {
+      expect(ipFamily(s)).toBe(node(s));
+    }), { numRuns: 20_000 });
   });
 
   it.each([
