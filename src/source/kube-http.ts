@@ -1,7 +1,7 @@
 // GET requests to the API server over node:http/https with the auth of a ClientConfig: whole
 // JSON bodies for list pages, newline-delimited JSON read line by line for watches.
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
-import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } from 'node:https';
+import type { RequestOptions } from 'node:https';
 
 import type { ClientConfig } from './kube-config.js';
 import { ListSplitter, type ListHead } from './list-stream.js';
@@ -32,15 +32,24 @@ export function describeError(err: unknown): string {
 /** Error bodies longer than this are cut (a Status is small). */
 const MAX_ERROR_BODY = 64 * 1024;
 
+/** An agent and the request function of one protocol. */
+interface Transport {
+  agent: HttpAgent;
+  request: typeof httpRequest;
+}
+
 /** A client of one API server; close() drops its kept-alive connections. */
 export class KubeHttp {
   readonly #config: ClientConfig;
-  readonly #agent: HttpAgent;
+  /** node:https (and node:tls under it) is loaded only for an https server: ~50 ms of a start-up in UML. */
+  readonly #transport: Promise<Transport>;
 
   constructor(config: ClientConfig) {
     this.#config = config;
     const https = config.server.startsWith('https:');
-    this.#agent = https ? new HttpsAgent({ keepAlive: true }) : new HttpAgent({ keepAlive: true });
+    this.#transport = https
+      ? import('node:https').then((m) => ({ agent: new m.Agent({ keepAlive: true }), request: m.request }))
+      : Promise.resolve({ agent: new HttpAgent({ keepAlive: true }), request: httpRequest });
   }
 
   /** The server URL (for logs). */
@@ -51,12 +60,12 @@ export class KubeHttp {
   /** GETs `path` (with its query); resolves with a 200 response, rejects with an ApiError otherwise. */
   async get(path: string, signal: AbortSignal): Promise<IncomingMessage> {
     const url = new URL(this.#config.server + path);
-    const opts: RequestOptions = { method: 'GET', agent: this.#agent, signal, headers: { accept: 'application/json' } };
+    const { agent, request } = await this.#transport;
+    const opts: RequestOptions = { method: 'GET', agent, signal, headers: { accept: 'application/json' } };
     await this.#config.apply(opts);
     signal.throwIfAborted();
-    const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
     const res = await new Promise<IncomingMessage>((resolve, reject) => {
-      const req = send(url, opts, resolve);
+      const req = request(url, opts, resolve);
       req.on('error', reject);
       req.end();
     });
@@ -88,7 +97,7 @@ export class KubeHttp {
 
   /** Drops kept-alive and open connections. */
   close(): void {
-    this.#agent.destroy();
+    void this.#transport.then((t) => t.agent.destroy());
   }
 }
 

@@ -2,7 +2,10 @@
 // expired continue tokens), chunked watch streams with bookmarks, resumes from the last
 // resourceVersion, 410 Gone (as a watch ERROR event and as an HTTP status), failing lists,
 // malformed objects, auth from the kubeconfig (token, token file, exec via client-node), stop().
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -13,6 +16,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { EndpointSlice, Node, Service } from '../../src/model/k8s.js';
 import type { ObjectError } from '../../src/model/service.js';
 import { loadClientConfig } from '../../src/source/kube-config.js';
+import { KubeHttp } from '../../src/source/kube-http.js';
 import { KubernetesSource } from '../../src/source/kubernetes.js';
 import type { SourceHandler } from '../../src/source/types.js';
 
@@ -494,6 +498,37 @@ describe('auth', () => {
     await started;
     expect(rec.events).toContain('svc demo/web');
     expect(loadClientConfig({ kubeconfig }).auth).toBe('client-node');
+  });
+
+  it('reaches an https server (node:https is loaded for it alone), checking it against the kubeconfig\'s CA', async () => {
+    for (const name of ['a', 'b']) {
+      execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', '-subj', `/CN=${name}`,
+        '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', join(dir, `${name}.key`), '-out', join(dir, `${name}.crt`)], { stdio: 'ignore' });
+    }
+    const server = createHttpsServer({ key: readFileSync(join(dir, 'a.key')), cert: readFileSync(join(dir, 'a.crt')) }, (req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ path: req.url, auth: req.headers.authorization }));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const { port } = server.address() as { port: number };
+    const get = async (ca: string): Promise<unknown> => {
+      await writeFile(kubeconfig, kubeconfigFor(`https://127.0.0.1:${port}`).replace('user: {}', 'user: { token: s3cret }').replace(/server: [^,}\n]+/, (m) => `${m}, certificate-authority: ${ca}`));
+      const http = new KubeHttp(loadClientConfig({ kubeconfig }));
+      try {
+        const res = await http.get('/api/v1/nodes?limit=1', AbortSignal.timeout(10_000));
+        let body = '';
+        for await (const chunk of res) body += String(chunk);
+        return JSON.parse(body);
+      } finally {
+        http.close();
+      }
+    };
+    try {
+      expect(await get('a.crt')).toEqual({ path: '/api/v1/nodes?limit=1', auth: 'Bearer s3cret' });
+      await expect(get('b.crt')).rejects.toThrow(/self[- ]signed|unable to verify|certificate/i);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
   });
 
   it('applies TLS from the kubeconfig (CA, client certificate, insecure, server name) and in-cluster addresses', async () => {
