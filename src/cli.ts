@@ -15,7 +15,7 @@ import { ConfigError, formatHelp, parseArgs } from './config.js';
 import { parseVip } from './config/args.js';
 import type { InspectSources } from './inspect.js';
 import { openLogger } from './log.js';
-import { withNodeLock } from './lock.js';
+import { withNodeLock, type NodeLockError } from './lock.js';
 
 /** Where the CLI writes; injectable so tests can run it in-process. */
 export interface CliIo {
@@ -59,15 +59,22 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     case 'run': {
       const { config, command } = parsed;
       const logger = await openLogger(config.log);
-      const run = async (): Promise<number> => {
-        if (command === 'cleanup') return (await import('./cleanup.js')).runCleanup(config, logger);
-        // The source starts reading before the daemon's own (larger) module graph is loaded.
-        const early = await (await import('./source/start.js')).startSource(config, logger);
-        return (await import('./daemon.js')).runDaemon(config, logger, early);
+      let locked = false;
+      const onLocked = (e: NodeLockError): void => {
+        locked = true;
+        logger.error({ lock: `@${e.lockName}`, holderPid: e.holderPid }, `${command === 'cleanup' ? 'cleanup' : 'not starting'}: ${e.message}`);
       };
       // One writer per node: the daemon and cleanup hold the node lock; --dry-run only reads.
-      if (command === 'run' && config.dryRun) return run();
-      return withNodeLock(run, (e) => logger.error({ lock: `@${e.lockName}`, holderPid: e.holderPid }, `${command === 'cleanup' ? 'cleanup' : 'not starting'}: ${e.message}`));
+      if (command === 'cleanup') return withNodeLock(async () => (await import('./cleanup.js')).runCleanup(config, logger), onLocked);
+      // The source starts reading first (it writes nothing), before the daemon's own (larger)
+      // module graph is loaded and before the lock; the kernel is touched only under the lock.
+      const { detectBackend, startSource } = await import('./source/start.js');
+      const early = await startSource(config, logger);
+      const run = async (): Promise<number> => (await import('./daemon.js')).runDaemon(config, logger, { ...early, detection: detectBackend(config) });
+      if (config.dryRun) return run();
+      const code = await withNodeLock(run, onLocked);
+      if (locked) await early.source.stop();
+      return code;
     }
   }
 }

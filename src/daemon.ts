@@ -14,7 +14,7 @@ import { HealthServer, ProxyHealth } from './server/health.js';
 import { MetricsServer, ProxyMetrics, type ProxyMode } from './server/metrics.js';
 import { serveIpvsViews } from './server/ipvs-views.js';
 import { ServiceHealthServers } from './server/servicehealth.js';
-import { nodeNameOf, startSource, type EarlySource } from './source/start.js';
+import { detectBackend, nodeNameOf, startSource, type EarlySource } from './source/start.js';
 import type { SourceHandler } from './source/types.js';
 
 export { nodeNameOf } from './source/start.js';
@@ -110,7 +110,7 @@ async function ipvsModeIptables(ipts: ReturnType<typeof openIptables>, config: C
  */
 export async function runDaemon(config: Config, logger: Logger, early?: EarlySource): Promise<number> {
   const nodeName = nodeNameOf(config);
-  const started = early ?? (await startSource(config, logger));
+  const started = early ?? { ...(await startSource(config, logger)), detection: detectBackend(config) };
   try {
     return await runWithSource(config, logger, nodeName, started);
   } catch (e) {

@@ -1,8 +1,10 @@
 // Starts the configured source before the daemon's other modules are loaded: the API server
-// (or the manifests) is read while the daemon still loads, probes the kernel and builds its
-// proxier; what the source delivers meanwhile waits in a DeferredHandler. The iptables backend
-// detection (one round of iptables-save processes) starts here too, once the source is under way;
-// the IPVS mode programs the kernel without waiting for it (only its iptables step does).
+// (or the manifests) is read while the daemon still loads, takes the node lock, probes the kernel
+// and builds its proxier; what the source delivers meanwhile waits in a DeferredHandler. Reading
+// changes nothing on the node, so the source starts before the node lock is taken; the iptables
+// backend detection writes (a probe chain) and starts under the lock, once the source's first
+// requests are out. The IPVS mode programs the kernel without waiting for it (only its iptables
+// step does).
 import { hostname } from 'node:os';
 
 import type { Config } from '../config.js';
@@ -12,11 +14,15 @@ import { DeferredHandler } from './deferred.js';
 import type { ProxySource } from './types.js';
 
 /** A started source whose deliveries wait in `held` until the proxier attaches. */
-export interface EarlySource {
+export interface StartedSource {
   source: ProxySource;
   held: DeferredHandler;
   /** source.start(held): resolves after onSynced; awaited once the proxier is attached. */
   synced: Promise<void>;
+}
+
+/** A started source and the iptables backend detection, what the daemon starts from. */
+export interface EarlySource extends StartedSource {
   /** The iptables backend detection (never rejects), started once the source is under way. */
   detection: Promise<Detection>;
 }
@@ -42,16 +48,22 @@ async function sourceFor(config: Config, nodeName: string, logger: Logger): Prom
 }
 
 /** Creates and starts the configured source; never rejects (a failed start rejects `synced`). */
-export async function startSource(config: Config, logger: Logger): Promise<EarlySource> {
-  // The addon first: loading it tunes glibc's malloc for the bursts of the initial lists (tuneMalloc in native/addon.cc).
-  await import('../native/binding.js');
+export async function startSource(config: Config, logger: Logger): Promise<StartedSource> {
   const source = await sourceFor(config, nodeNameOf(config), logger);
   const held = new DeferredHandler();
   const synced = source.start(held);
   synced.catch(() => {}); // awaited by the daemon once the proxier can take the objects
-  // After the source's first request: the detection's processes must not hold it back.
+  // The addon once the first requests are on their way: loading it tunes glibc's malloc for the
+  // bursts of the initial lists (tuneMalloc in native/addon.cc).
+  await import('../native/binding.js');
+  return { source, held, synced };
+}
+
+/**
+ * Starts the iptables backend detection (never rejects). Unless --dry-run, the preferred backend
+ * must prove it can program nat and filter (a write): the caller holds the node lock.
+ */
+export async function detectBackend(config: Config): Promise<Detection> {
   const { detectBackendWithReason } = await import('../kernel/iptables/backend.js');
-  // Unless --dry-run, the preferred backend must prove it can program nat and filter (a write).
-  const detection = detectBackendWithReason({ probe: !config.dryRun });
-  return { source, held, synced, detection };
+  return detectBackendWithReason({ probe: !config.dryRun });
 }
