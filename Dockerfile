@@ -12,11 +12,12 @@ ENV npm_config_nodedir=/usr/local
 COPY package.json package-lock.json binding.gyp tsconfig.json ./
 COPY native ./native
 COPY src ./src
-# npm ci runs "install" (node-gyp rebuild: build/Release/kube_ipvs_proxy.node) and "prepare" (tsc: dist/).
+# npm ci runs "install" (node-gyp rebuild: build/Release/kube_ipvs_proxy.node) and "prepare" (tsc: dist/src;
+# esbuild: dist/bin, the entry point and its chunks).
 RUN npm ci \
  && npm prune --omit=dev \
  && test -f build/Release/kube_ipvs_proxy.node \
- && test -f dist/src/cli.js
+ && test -f dist/bin/cli.js
 
 # Runtime stage: node and the tools the daemon runs or an operator needs on a node:
 # iptables (both backends: iptables-nft-* and iptables-legacy-*; the daemon picks one the
@@ -32,9 +33,9 @@ ENV NODE_ENV=production
 ENV MALLOC_ARENA_MAX=1
 COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules ./node_modules
-COPY --from=build /app/dist/src ./dist/src
+COPY --from=build /app/dist/bin ./dist/bin
 COPY --from=build /app/build/Release/kube_ipvs_proxy.node ./build/Release/
 # `kubectl exec ds/kube-ipvs-proxy -- kube-ipvs-proxy inspect`
-RUN chmod +x /app/dist/src/cli.js && ln -s /app/dist/src/cli.js /usr/local/bin/kube-ipvs-proxy
+RUN chmod +x /app/dist/bin/cli.js && ln -s /app/dist/bin/cli.js /usr/local/bin/kube-ipvs-proxy
 # The node flags are the ones on the first line of src/cli.ts (test/unit/chart-image.test.ts checks).
-ENTRYPOINT ["node", "--max-semi-space-size=4", "/app/dist/src/cli.js"]
+ENTRYPOINT ["node", "--max-semi-space-size=4", "/app/dist/bin/cli.js"]

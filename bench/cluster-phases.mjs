@@ -1,5 +1,5 @@
 // The phases of the cluster-scale benchmark (bench/cluster.mjs), each against a running daemon
-// (the built dist/src/cli.js) and the real kernel, inside UML.
+// (the built dist/bin/cli.js) and the real kernel, inside UML.
 import { execFileSync, spawn } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -10,7 +10,7 @@ import { reloadIpvs, sh, time } from './uml-kernel.mjs';
 
 /** Removes everything the daemon and ipvsadm-restore made: cleanup, then a fresh ip_vs module. */
 export function cleanKernel() {
-  execFileSync(process.execPath, ['dist/src/cli.js', 'cleanup'], { stdio: 'ignore' });
+  execFileSync(process.execPath, ['dist/bin/cli.js', 'cleanup'], { stdio: 'ignore' });
   reloadIpvs();
 }
 

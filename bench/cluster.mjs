@@ -1,5 +1,5 @@
 // Cluster-scale benchmark, run inside UML by `npm run bench -- cluster [--sizes 1000,3000] [--quick]`.
-// The built daemon (dist/src/cli.js, normal flags) against a fake API server in the same boot
+// The built daemon (dist/bin/cli.js, normal flags) against a fake API server in the same boot
 // (bench/fake-apiserver.mjs) serving realistic objects (bench/objects.mjs), over the real kernel:
 //   cold start (spawn -> every VS/RS in the kernel) vs ipvsadm-restore of the same table
 //   (interleaved pairs, ip_vs reloaded before each), one-change latency, churn, restart over a

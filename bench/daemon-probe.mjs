@@ -1,4 +1,4 @@
-// Helpers of the cluster-scale benchmark (inside UML): run the built daemon (dist/src/cli.js) as
+// Helpers of the cluster-scale benchmark (inside UML): run the built daemon (dist/bin/cli.js) as
 // a child process, read its /metrics and /proc status, and look at the kernel's IPVS table
 // through the addon's netlink client (one service's real servers per dump: cheap to poll).
 import { spawn } from 'node:child_process';
@@ -13,12 +13,12 @@ export const METRICS = '127.0.0.1:10249';
 export const HEALTHZ = '127.0.0.1:10256';
 
 /**
- * The environment and node flags the daemon ships with: those of dist/src/cli.js's shebang
+ * The environment and node flags the daemon ships with: those of dist/bin/cli.js's shebang
  * (`#!/usr/bin/env -S NAME=value node --flag`; the image has the same); KIP_BENCH_NODE_FLAGS
  * (space-separated) replaces the flags, for trying other V8 flags, and KIP_BENCH_ENV
  * (`NAME=value ...`) the environment's assignments.
  */
-export function shipped(cli = 'dist/src/cli.js') {
+export function shipped(cli = 'dist/bin/cli.js') {
   const m = /^#!\/usr\/bin\/env(?: -S)?((?: \w+=\S*)*) node((?: \S+)*)\n/.exec(readFileSync(cli, 'utf8'));
   if (!m) throw new Error(`${cli}: no "#!/usr/bin/env node" line`);
   const assignments = process.env.KIP_BENCH_ENV !== undefined ? process.env.KIP_BENCH_ENV : m[1];
@@ -34,7 +34,7 @@ export class Daemon {
     this.logFile = logFile;
     this.startedAt = performance.now();
     // KIP_BENCH_CLI: another build's cli.js (e.g. a worktree of the base commit), for same-boot A/B runs.
-    const cli = process.env.KIP_BENCH_CLI ?? 'dist/src/cli.js';
+    const cli = process.env.KIP_BENCH_CLI ?? 'dist/bin/cli.js';
     const { env, flags } = shipped(cli);
     this.child = spawn(process.execPath, [...flags, cli, ...args, '--metrics-bind-address', METRICS, '--healthz-bind-address', HEALTHZ], { stdio: ['ignore', fd, fd], env: { ...process.env, ...env } });
     closeSync(fd);

@@ -35,7 +35,7 @@ const { config } = parseArgs(['--hostname-override', 'kip-node', '--cluster-cidr
 const logger = createLogger({ format: 'text', verbosity: 0 }, { write: () => true });
 
 async function freshProxier() {
-  sh('node', ['dist/src/cli.js', 'cleanup']);
+  sh('node', ['dist/bin/cli.js', 'cleanup']);
   reloadIpvs();
   const ipvs = await NetlinkIpvsClient.open();
   const iptables = await Iptables.create({ family: 'ipv4' });
@@ -48,7 +48,7 @@ async function freshProxier() {
 const rows = { restore: [], full: [], change: [] };
 let last;
 for (let r = 0; r < ROUNDS; r++) {
-  sh('node', ['dist/src/cli.js', 'cleanup']);
+  sh('node', ['dist/bin/cli.js', 'cleanup']);
   reloadIpvs();
   rows.restore.push(await time(() => sh('ipvsadm-restore', [], reference)));
   const proxier = await freshProxier();
@@ -69,7 +69,7 @@ for (let r = 0; r < ROUNDS; r++) {
   handler.onEndpointSlice(`bench/${slice.metadata.name}`, slice);
   proxier.close();
 }
-sh('node', ['dist/src/cli.js', 'cleanup']);
+sh('node', ['dist/bin/cli.js', 'cleanup']);
 
 const f = (ms) => `${ms.toFixed(0)} ms`;
 const ref = median(rows.restore);

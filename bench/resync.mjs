@@ -65,10 +65,10 @@ async function proxier() {
 }
 const f = (ms) => `${Math.round(ms)} ms`;
 
-sh('node', ['dist/src/cli.js', 'cleanup']);
+sh('node', ['dist/bin/cli.js', 'cleanup']);
 reloadIpvs();
 const restoreMs = await time(() => sh('ipvsadm-restore', [], restoreText(objects.map((o, i) => ({ address: vip(i), port: 80, destinations: o.slice.endpoints.map((e) => ({ address: e.addresses[0], port: 8080 })) })))));
-sh('node', ['dist/src/cli.js', 'cleanup']);
+sh('node', ['dist/bin/cli.js', 'cleanup']);
 reloadIpvs();
 sh('rm', ['-rf', stateDir]);
 const a = await proxier();
@@ -129,4 +129,4 @@ const restartMs = await time(() => b.p.sync());
 const rv = await b.p.verified();
 console.log(`  restart (adopt) first sync ${f(restartMs)} vs cold full sync ${f(coldMs)}; adoption: ${JSON.stringify(rv)}`);
 b.p.close();
-sh('node', ['dist/src/cli.js', 'cleanup']);
+sh('node', ['dist/bin/cli.js', 'cleanup']);

@@ -11,7 +11,7 @@ trap cleanup EXIT
 iptables-legacy -t mangle -N KUBE-IPTABLES-HINT 2>/dev/null || true
 
 echo "== starting kube-ipvs-proxy --manifests examples (node kip-node)"
-node dist/src/cli.js --manifests examples --hostname-override kip-node --cluster-cidr 10.244.0.0/16 \
+node dist/bin/cli.js --manifests examples --hostname-override kip-node --cluster-cidr 10.244.0.0/16 \
   --log-format text --ipvs-min-sync-period 200ms >/run/kip-daemon.log 2>&1 &
 DAEMON=$!
 node -e '
@@ -26,7 +26,7 @@ node -e '
 head -n 5 /run/kip-daemon.log
 
 echo; echo "== what the kernel holds (kube-ipvs-proxy inspect)"
-node dist/src/cli.js inspect | sed -n '1,40p'
+node dist/bin/cli.js inspect | sed -n '1,40p'
 
 echo; echo "== 12 new connections from the client namespace (10.250.0.2) to each service"
 ip netns exec kip-client node $DEMO/client.mjs 12 \

@@ -233,13 +233,13 @@ describe('Dockerfile', () => {
     const app = workdir(runtime);
     expect(app).toBe('/app');
     const from = 'build';
-    expect(copiedPath(runtime, '/app/dist/src/cli.js', from)).toBe('/app/dist/src/cli.js');
-    expect(copiedPath(runtime, '/app/dist/src/native/binding.js', from)).toBe('/app/dist/src/native/binding.js');
+    expect(copiedPath(runtime, '/app/dist/bin/cli.js', from)).toBe('/app/dist/bin/cli.js');
+    expect(copiedPath(runtime, '/app/dist/bin/chunk-ANY.js', from)).toBe('/app/dist/bin/chunk-ANY.js');
     expect(copiedPath(runtime, '/app/build/Release/kube_ipvs_proxy.node', from)).toBe('/app/build/Release/kube_ipvs_proxy.node');
     expect(copiedPath(runtime, '/app/package.json', from)).toBe('/app/package.json');
     expect(copiedPath(runtime, '/app/node_modules/yaml/package.json', from)).toBe('/app/node_modules/yaml/package.json');
     expect(pkg.type).toBe('module');
-    // binding.ts walks up from dist/src/native/ to the first build/Release/kube_ipvs_proxy.node.
+    // binding.ts walks up from its chunk's directory (dist/bin/) to the first build/Release/kube_ipvs_proxy.node.
     const binding = readFileSync(join(ROOT, 'src/native/binding.ts'), 'utf8');
     expect(binding).toContain("join(dir, 'build', 'Release', 'kube_ipvs_proxy.node')");
     const gyp = JSON.parse(readFileSync(join(ROOT, 'binding.gyp'), 'utf8'));
@@ -253,12 +253,12 @@ describe('Dockerfile', () => {
     const m = /^#!\/usr\/bin\/env -S((?: \w+=\w+)*) node((?: --[\w-]+=\w+)*)$/.exec(shebang);
     const flags = m?.[2]?.trim().split(' ').filter(Boolean);
     expect(flags, shebang).toContain('--max-semi-space-size=4');
-    expect(JSON.parse(entry.args)).toEqual(['node', ...flags!, '/app/dist/src/cli.js']);
+    expect(JSON.parse(entry.args)).toEqual(['node', ...flags!, '/app/dist/bin/cli.js']);
     const env = m![1]!.trim().split(' ').filter(Boolean);
     expect(env).toContain('MALLOC_ARENA_MAX=1');
     for (const e of env) expect(runtime.body.some((i) => i.op === 'ENV' && i.args === e), `ENV ${e}`).toBe(true);
-    expect(posix.join(workdir(runtime), pkg.bin['kube-ipvs-proxy'])).toBe('/app/dist/src/cli.js');
-    expect(runtime.body.some((i) => i.op === 'RUN' && i.args.includes('ln -s /app/dist/src/cli.js /usr/local/bin/kube-ipvs-proxy'))).toBe(true);
+    expect(posix.join(workdir(runtime), pkg.bin['kube-ipvs-proxy'])).toBe('/app/dist/bin/cli.js');
+    expect(runtime.body.some((i) => i.op === 'RUN' && i.args.includes('ln -s /app/dist/bin/cli.js /usr/local/bin/kube-ipvs-proxy'))).toBe(true);
     expect(runtime.body.some((i) => i.op === 'CMD')).toBe(false); // the chart passes only args
     // `npm test` builds first; the TypeScript source of the entry point is src/cli.ts.
     expect(existsSync(join(ROOT, 'src/cli.ts'))).toBe(true);
@@ -267,8 +267,27 @@ describe('Dockerfile', () => {
     expect(readFileSync(cli, 'utf8').startsWith(`${shebang}\n`)).toBe(true);
   });
 
-  it('the built entry point starts and prints its help (node dist/src/cli.js --help)', () => {
-    const r = spawnSync(process.execPath, [join(ROOT, 'dist/src/cli.js'), '--help'], { encoding: 'utf8', timeout: 20_000 });
+  it('the bundle imports only node builtins, its own chunks and production dependencies (npm prune keeps them)', () => {
+    const dir = join(ROOT, 'dist/bin');
+    const packages = new Set<string>();
+    for (const f of readdirSync(dir).filter((n) => n.endsWith('.js'))) {
+      const text = readFileSync(join(dir, f), 'utf8');
+      // Static imports start a line in esbuild's output; dynamic ones and createRequire's require (renamed require2…) do not.
+      const specs = /^(?:import|export)\b[^;]*?\bfrom\s*["']([^"']+)["']|^import\s*["']([^"']+)["']|\bimport\(\s*["']([^"']+)["']|\brequire\d*\(\s*["']([^"']+)["']/gm;
+      for (const m of text.matchAll(specs)) {
+        const spec = m[1] ?? m[2] ?? m[3] ?? m[4]!;
+        if (spec.startsWith('.')) continue;
+        if (spec.startsWith('node:')) continue;
+        packages.add(spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : spec.split('/')[0]!);
+      }
+    }
+    expect([...packages].filter((p) => !(p in pkg.dependencies)), [...packages].join(', ')).toEqual([]);
+    // External on purpose: client-node (exec plugins and the like), pino (--log-format json), prom-client (createRequire).
+    expect([...packages].sort()).toEqual(['@kubernetes/client-node', 'pino', 'prom-client']);
+  });
+
+  it('the built entry point starts and prints its help (node dist/bin/cli.js --help)', () => {
+    const r = spawnSync(process.execPath, [join(ROOT, 'dist/bin/cli.js'), '--help'], { encoding: 'utf8', timeout: 20_000 });
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toContain('--config');
     expect(r.stdout).toContain('--hostname-override');

@@ -170,7 +170,7 @@ describe.each(Object.keys(VALUE_SETS))('chart rendered with %s values', (set) =>
     const c = container(set);
     expect(c.args.slice(0, 2)).toEqual(['--config=/var/lib/kube-ipvs-proxy/config.conf', '--hostname-override=$(NODE_NAME)']);
     expect(c.env.find((e: Obj) => e.name === 'NODE_NAME')).toEqual({ name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } });
-    expect(c.command).toBeUndefined(); // the image's ENTRYPOINT (node /app/dist/src/cli.js) runs
+    expect(c.command).toBeUndefined(); // the image's ENTRYPOINT (node /app/dist/bin/cli.js) runs
   });
 
   it('mounts /lib/modules read-only and /run/xtables.lock (FileOrCreate), and no other host path', () => {

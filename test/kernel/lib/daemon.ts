@@ -1,4 +1,4 @@
-// Runs the built daemon (dist/src/cli.js) as a child process for end-to-end tests, on a
+// Runs the built daemon (dist/bin/cli.js) as a child process for end-to-end tests, on a
 // private copy of the example manifests that a test may edit.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -9,7 +9,7 @@ import { parseAllDocuments, stringify } from 'yaml';
 
 const REPO = new URL('../../../', import.meta.url).pathname;
 /** The built CLI. */
-export const CLI = join(REPO, 'dist/src/cli.js');
+export const CLI = join(REPO, 'dist/bin/cli.js');
 
 /**
  * The demo topology (examples/demo/network.sh: a client and three backends in network namespaces)

@@ -9,7 +9,7 @@ import { assertIsolated } from '../lib/guard.js';
 
 assertIsolated();
 
-const cli = new URL('../../../dist/src/cli.js', import.meta.url).pathname;
+const cli = new URL('../../../dist/bin/cli.js', import.meta.url).pathname;
 
 describe('a kernel without IPVS', () => {
   it('the client says unavailable, with the reason', async () => {

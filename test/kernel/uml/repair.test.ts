@@ -50,7 +50,7 @@ beforeAll(async () => {
 }, 90_000);
 afterAll(async () => {
   await d?.stop();
-  execFileSync('sh', ['-c', `sh ${REPO}examples/demo/network.sh down; ${process.execPath} ${REPO}dist/src/cli.js cleanup >/dev/null 2>&1; true`]);
+  execFileSync('sh', ['-c', `sh ${REPO}examples/demo/network.sh down; ${process.execPath} ${REPO}dist/bin/cli.js cleanup >/dev/null 2>&1; true`]);
   manifests?.remove();
 });
 
