@@ -39,7 +39,7 @@ describe('acquireNodeLock', () => {
 
   it('is released by the kernel when its holder is SIGKILLed', async () => {
     const name = `kip-lock-kill-${process.pid}`;
-    const url = CLI.replace(/cli\.js$/, 'lock.js');
+    const url = new URL('../../../dist/src/lock.js', import.meta.url).pathname;
     // A holder in another process: takes the lock, says so, then waits to be killed.
     const holder = spawn(process.execPath, ['--input-type=module', '-e', `import(${JSON.stringify(url)}).then(async (m) => { await m.acquireNodeLock(${JSON.stringify(name)}); console.log('held'); setInterval(() => {}, 1000); })`], {
       stdio: ['ignore', 'pipe', 'inherit'],
