@@ -68,9 +68,8 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
       if (command === 'cleanup') return withNodeLock(async () => (await import('./cleanup.js')).runCleanup(config, logger), onLocked);
       // The source starts reading first (it writes nothing), before the daemon's own (larger)
       // module graph is loaded and before the lock; the kernel is touched only under the lock.
-      const { detectBackend, startSource } = await import('./source/start.js');
-      const early = await startSource(config, logger);
-      const run = async (): Promise<number> => (await import('./daemon.js')).runDaemon(config, logger, { ...early, detection: detectBackend(config) });
+      const early = await (await import('./source/start.js')).startSource(config, logger);
+      const run = async (): Promise<number> => (await import('./daemon.js')).runDaemon(config, logger, early);
       if (config.dryRun) return run();
       const code = await withNodeLock(run, onLocked);
       if (locked) await early.source.stop();

@@ -5,6 +5,7 @@ import { spawnExec } from './kernel/exec.js';
 import { NetlinkIpsetClient } from './kernel/ipset/client.js';
 import { NetlinkIpvsClient, type IpvsClient } from './kernel/ipvs/client.js';
 import { Iptables, type Detection, type Family } from './kernel/iptables.js';
+import { detectBackendWithReason } from './kernel/iptables/backend.js';
 import { DEFAULT_DUMMY_LINK, NetlinkLinkClient } from './kernel/link.js';
 import type { Logger } from './log.js';
 import { MemoryKeeper } from './memory.js';
@@ -14,7 +15,7 @@ import { HealthServer, ProxyHealth } from './server/health.js';
 import { MetricsServer, ProxyMetrics, type ProxyMode } from './server/metrics.js';
 import { serveIpvsViews } from './server/ipvs-views.js';
 import { ServiceHealthServers } from './server/servicehealth.js';
-import { detectBackend, nodeNameOf, startSource, type EarlySource } from './source/start.js';
+import { nodeNameOf, startSource, type StartedSource } from './source/start.js';
 import type { SourceHandler } from './source/types.js';
 
 export { nodeNameOf } from './source/start.js';
@@ -108,18 +109,21 @@ async function ipvsModeIptables(ipts: ReturnType<typeof openIptables>, config: C
  * `early` is the source the CLI started before loading this module (else it is started here):
  * it lists while the kernel is probed and the proxier built, not after.
  */
-export async function runDaemon(config: Config, logger: Logger, early?: EarlySource): Promise<number> {
+export async function runDaemon(config: Config, logger: Logger, early?: StartedSource): Promise<number> {
   const nodeName = nodeNameOf(config);
-  const started = early ?? { ...(await startSource(config, logger)), detection: detectBackend(config) };
+  const started = early ?? (await startSource(config, logger));
+  // Unless --dry-run, the preferred backend must prove it can program nat and filter (a write:
+  // the caller holds the node lock). Never rejects.
+  const detection = detectBackendWithReason({ probe: !config.dryRun });
   try {
-    return await runWithSource(config, logger, nodeName, started);
+    return await runWithSource(config, logger, nodeName, started, detection);
   } catch (e) {
     await started.source.stop();
     throw e;
   }
 }
 
-async function runWithSource(config: Config, logger: Logger, nodeName: string, { source, held, synced, detection }: EarlySource): Promise<number> {
+async function runWithSource(config: Config, logger: Logger, nodeName: string, { source, held, synced }: StartedSource, detection: Promise<Detection>): Promise<number> {
   // The backend is detected while the IPVS mode programs the kernel: only its iptables step waits.
   const ipts = openIptables(detection, logger);
   const chosen = await chooseMode(config, logger);

@@ -1,14 +1,11 @@
 // Starts the configured source before the daemon's other modules are loaded: the API server
 // (or the manifests) is read while the daemon still loads, takes the node lock, probes the kernel
 // and builds its proxier; what the source delivers meanwhile waits in a DeferredHandler. Reading
-// changes nothing on the node, so the source starts before the node lock is taken; the iptables
-// backend detection writes (a probe chain) and starts under the lock, once the source's first
-// requests are out. The IPVS mode programs the kernel without waiting for it (only its iptables
-// step does).
+// changes nothing on the node, so the source starts before the node lock is taken (the daemon,
+// under the lock, starts the iptables backend detection, which writes a probe chain).
 import { hostname } from 'node:os';
 
 import type { Config } from '../config.js';
-import type { Detection } from '../kernel/iptables/backend.js';
 import type { Logger } from '../log.js';
 import { DeferredHandler } from './deferred.js';
 import type { ProxySource } from './types.js';
@@ -19,12 +16,6 @@ export interface StartedSource {
   held: DeferredHandler;
   /** source.start(held): resolves after onSynced; awaited once the proxier is attached. */
   synced: Promise<void>;
-}
-
-/** A started source and the iptables backend detection, what the daemon starts from. */
-export interface EarlySource extends StartedSource {
-  /** The iptables backend detection (never rejects), started once the source is under way. */
-  detection: Promise<Detection>;
 }
 
 /** The node name: --hostname-override, else the host name, lower-cased as kube-proxy does. */
@@ -57,13 +48,4 @@ export async function startSource(config: Config, logger: Logger): Promise<Start
   // bursts of the initial lists (tuneMalloc in native/addon.cc).
   await import('../native/binding.js');
   return { source, held, synced };
-}
-
-/**
- * Starts the iptables backend detection (never rejects). Unless --dry-run, the preferred backend
- * must prove it can program nat and filter (a write): the caller holds the node lock.
- */
-export async function detectBackend(config: Config): Promise<Detection> {
-  const { detectBackendWithReason } = await import('../kernel/iptables/backend.js');
-  return detectBackendWithReason({ probe: !config.dryRun });
 }
