@@ -3,7 +3,7 @@
 // here are ignored, with a warning when set to something that changes the datapath. Zero
 // values mean "default", as kube-proxy's defaulting does.
 
-import { CORE_SCHEMA, load as loadYaml, YAMLException } from 'js-yaml';
+import { loadYaml, yamlReason } from '../yaml.js';
 import { toHostname, toHostPort, toList } from './convert.js';
 import { parseDuration } from './duration.js';
 import { ConfigError, Layer } from './layer.js';
@@ -79,7 +79,7 @@ export function parseKubeProxyConfiguration(text: string, fileName: string): Fil
   };
   let doc: unknown;
   try {
-    doc = loadYaml(text, { schema: CORE_SCHEMA, filename: fileName });
+    doc = loadYaml(text, fileName);
   } catch (err) {
     fail(`invalid YAML: ${yamlReason(err)}`);
   }
@@ -87,13 +87,6 @@ export function parseKubeProxyConfiguration(text: string, fileName: string): Fil
   const parsed = check(kubeProxyConfiguration, doc);
   if (!parsed.success) throw new ConfigError(parsed.error.issues.map((iss) => `${fileName}: ${fieldPath(iss.path)}: ${iss.message}`));
   return { layer: toLayer(parsed.data, fileName), warnings: ignoredFieldWarnings(parsed.data, fileName) };
-}
-
-/** js-yaml's reason with line and column (1-based), e.g. `duplicated mapping key at line 3, column 1`. */
-function yamlReason(err: unknown): string {
-  if (!(err instanceof YAMLException)) return (err as Error)?.message ?? String(err);
-  const { reason, mark } = err as YAMLException & { reason: string; mark?: { line: number; column: number } };
-  return mark ? `${reason} at line ${mark.line + 1}, column ${mark.column + 1}` : reason;
 }
 
 function fieldPath(path: readonly PropertyKey[]): string {

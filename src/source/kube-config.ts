@@ -9,9 +9,8 @@ import { readFileSync } from 'node:fs';
 import type { RequestOptions } from 'node:https';
 import { dirname, resolve } from 'node:path';
 
-import { load as loadYaml } from 'js-yaml';
-
 import { ipFamily } from '../config/net.js';
+import { loadYaml } from '../yaml.js';
 
 /** How to reach the API server; `apply` completes one request's options (TLS, agent, auth). */
 export interface ClientConfig {
@@ -119,7 +118,7 @@ const SIMPLE_CLUSTER_FIELDS = new Set([
 
 function fromKubeconfig(file: string, master: string | undefined): ClientConfig {
   const text = readFileSync(file, 'utf8');
-  const doc = loadYaml(text, { filename: file });
+  const doc = loadYaml(text, file, 'default');
   if (!isDict(doc)) throw new Error(`kubeconfig ${file}: not a YAML mapping`);
   const current = doc['current-context'];
   if (typeof current !== 'string' || !current) throw new Error(`kubeconfig ${file}: current-context is not set`);

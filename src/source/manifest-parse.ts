@@ -15,11 +15,12 @@
 // ownerReferences, endpoints' targetRef, the last-applied annotation) are not read: the fast
 // reader passes over them, and for js-yaml they are blanked in the text (lines kept, so positions
 // in errors stay right); a document that then fails is read again unchanged.
-import { CORE_SCHEMA, load, loadAll, YAMLException, type LoadOptions } from 'js-yaml';
+import type { LoadOptions } from 'js-yaml';
 
 import { objectKey } from '../model/k8s.js';
 import type { EndpointSlice, Node, Service } from '../model/k8s.js';
 import type { ObjectError } from '../model/service.js';
+import { jsYaml, yamlReason } from '../yaml.js';
 import { quote } from './names.js';
 import { formatPath, isSourceKind, validate, type SourceKind } from './validate.js';
 import { balanced, blockEnd, readBlockYaml, UNSUPPORTED } from './yaml-block.js';
@@ -53,7 +54,8 @@ export interface ParsedManifest {
   failed: boolean;
 }
 
-const OPTIONS = { schema: CORE_SCHEMA, maxDepth: MAX_DEPTH } as LoadOptions;
+/** js-yaml's options (js-yaml is loaded only when a text needs it). */
+const options = (): LoadOptions => ({ schema: jsYaml().CORE_SCHEMA, maxDepth: MAX_DEPTH }) as LoadOptions;
 
 /**
  * Parses and validates one file's content; `file` is used only to name locations. Never throws.
@@ -76,7 +78,7 @@ export function parseManifest(file: string, input: string | Uint8Array): ParsedM
       const text = buf.toString('utf8');
       let docs: unknown[];
       try {
-        docs = loadAll(text, null, OPTIONS);
+        docs = jsYaml().loadAll(text, null, options());
         if (text.includes('&')) docs.forEach((d) => checkExpansion(d, text.length));
       } catch (err) {
         return failFile(out, file, `invalid YAML: ${yamlError(err, 0)}`);
@@ -127,14 +129,14 @@ function loadDocument(text: string): unknown {
   const stripped = stripUnread(text);
   if (stripped !== text) {
     try {
-      const value = load(stripped, OPTIONS);
+      const value = jsYaml().load(stripped, options());
       if (stripped.includes('&')) checkExpansion(value, stripped.length);
       return value;
     } catch {
       // e.g. an anchor defined in a blanked field: read the document as it is.
     }
   }
-  const value = load(text, OPTIONS);
+  const value = jsYaml().load(text, options());
   if (text.includes('&')) checkExpansion(value, text.length);
   return value;
 }
@@ -277,12 +279,8 @@ function checkExpansion(value: unknown, length: number): void {
 
 /** js-yaml's reason with the file's line and column (1-based); any other error's message. */
 function yamlError(err: unknown, lineOffset: number): string {
-  if (err instanceof YAMLException) {
-    const { reason, mark } = err as YAMLException & { reason: string; mark?: { line: number; column: number } };
-    return mark ? `${reason} at line ${mark.line + 1 + lineOffset}, column ${mark.column + 1}` : reason;
-  }
   if (err instanceof RangeError) return `nesting too deep (${err.message})`;
-  return (err as Error)?.message ?? String(err);
+  return yamlReason(err, lineOffset);
 }
 
 function addDocument(out: Parsing, file: string, doc: number, value: unknown): void {

@@ -10,16 +10,13 @@
 // entries at its indentation, blank and comment lines) is passed over, exactly the lines
 // manifest-parse.ts's stripUnread blanks, and under the same rule: from the first line whose
 // brackets do not balance, nothing more is skipped.
-import * as jsYaml from 'js-yaml';
-import type { Type } from 'js-yaml';
+//
+// It does not import js-yaml (~60 ms and ~180 page faults of a start-up in UML): plain scalars are
+// resolved by plainScalar below, js-yaml's core-schema rules written out (a test checks it
+// against js-yaml's own types on random and hand-picked strings).
 
 /** The text needs js-yaml. */
 export const UNSUPPORTED: unique symbol = Symbol('unsupported');
-
-/** The core schema's implicit types for plain scalars, in js-yaml's order (a test checks it). */
-// (js-yaml exports `types`; its type declarations do not list it.)
-const { types } = jsYaml as unknown as { types: Record<'null' | 'bool' | 'int' | 'float', Type> };
-export const IMPLICIT: readonly Type[] = [types.null, types.bool, types.int, types.float];
 
 /** Deepest nesting read here (js-yaml's limit, 128 in manifest-parse.ts, is checked by js-yaml). */
 const MAX_DEPTH = 100;
@@ -207,7 +204,7 @@ class Reader {
         if (ch === COLON && isBreak(s, i + 1)) throw BAIL; // `a: b: c`
         if (ch !== SPACE) end = i + 1;
       }
-      value = resolve(s.slice(q, end));
+      value = plainScalar(s.slice(q, end));
     }
     this.endLine(end);
     return value;
@@ -261,7 +258,7 @@ class Reader {
       if (ch === COLON && isBreak(s, i + 1)) {
         let end = i;
         while (s.charCodeAt(end - 1) === SPACE) end--;
-        return { name: String(resolve(s.slice(p, end))), plain: true, after: i + 1 };
+        return { name: String(plainScalar(s.slice(p, end))), plain: true, after: i + 1 };
       }
     }
     throw BAIL;
@@ -334,11 +331,54 @@ function isBreak(s: string, i: number): boolean {
   return i >= s.length || s.charCodeAt(i) === SPACE || s.charCodeAt(i) === NL;
 }
 
-/** A plain scalar's value: js-yaml's implicit core-schema types, else the text itself. */
-function resolve(text: string): unknown {
+/**
+ * A plain scalar's value under js-yaml's core schema, whose implicit types are tried in its order:
+ * null (`~`, `null`), bool (`true`, `false`), int (decimal, `0b`, `0o`, `0x`, optional sign; no
+ * `_`), float (decimal with `.` and/or exponent, `.inf`, `.nan`); else the text itself.
+ */
+export function plainScalar(text: string): unknown {
+  switch (text) {
+    case '~': case 'null': case 'Null': case 'NULL':
+      return null;
+    case 'true': case 'True': case 'TRUE':
+      return true;
+    case 'false': case 'False': case 'FALSE':
+      return false;
+  }
   const c = text.charCodeAt(0);
-  // None of null, bool, int or float starts with a letter other than n, t, f (either case).
-  if (((c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a)) && !'nNtTfF'.includes(text[0]!)) return text;
-  for (const type of IMPLICIT) if (type.resolve(text)) return type.construct(text);
+  // An int or a float starts with a sign, a digit or a dot.
+  if (!(c === 0x2b || c === 0x2d || c === 0x2e || (c >= 0x30 && c <= 0x39))) return text;
+  const int = yamlInt(text);
+  if (int !== undefined) return int;
+  if (FLOAT.test(text)) {
+    const lower = text.toLowerCase();
+    const sign = lower[0] === '-' ? -1 : 1;
+    const body = lower[0] === '-' || lower[0] === '+' ? lower.slice(1) : lower;
+    if (body === '.inf') return sign * Infinity;
+    if (body === '.nan') return NaN;
+    const value = sign * parseFloat(body);
+    if (Number.isFinite(value)) return value;
+  }
   return text;
+}
+
+/** js-yaml's float pattern (core schema). */
+const FLOAT = /^(?:[-+]?[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|\.[0-9]+(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$/;
+const RADIX: Record<string, [number, RegExp]> = { b: [2, /^[01]+$/], o: [8, /^[0-7]+$/], x: [16, /^[0-9a-fA-F]+$/] };
+
+/** js-yaml's int (core schema): its value, or undefined when the text is not one (or not finite). */
+function yamlInt(text: string): number | undefined {
+  const signed = text[0] === '-' || text[0] === '+';
+  const sign = text[0] === '-' ? -1 : 1;
+  const body = signed ? text.slice(1) : text;
+  let value: number;
+  const radix = body[0] === '0' && body.length > 2 ? RADIX[body[1]!] : undefined;
+  if (radix) {
+    if (!radix[1].test(body.slice(2))) return undefined;
+    value = sign * parseInt(body.slice(2), radix[0]);
+  } else {
+    if (!/^[0-9]+$/.test(body)) return undefined;
+    value = body === '0' ? 0 : sign * parseInt(body, 10);
+  }
+  return Number.isFinite(value) ? value : undefined;
 }

@@ -1,7 +1,8 @@
 // What the daemon loads before its first API request (issue 9: spawn → first list request): the
 // static import graphs of the entry point, the API source and the text logger, as the compiler
-// emits them (imports used only as types are dropped), must not reach zod or pino. zod loads once
-// the first list answers (kubernetes.ts), pino only for JSON logs (log-json.ts).
+// emits them (imports used only as types are dropped), must not reach zod, pino or js-yaml. zod
+// loads once the first list answers (kubernetes.ts), pino only for JSON logs (log-json.ts),
+// js-yaml only for a text the block-YAML reader declines (yaml.ts).
 import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -34,11 +35,13 @@ function packagesReached(...entries: string[]): Set<string> {
 }
 
 describe('modules loaded before the first API request', () => {
-  it('the entry point, the API source and the text logger import neither zod nor pino', () => {
+  it('the entry point, the API source and the text logger import neither zod nor pino nor js-yaml', () => {
     const before = packagesReached('cli.ts', 'log.ts', 'source/start.ts', 'source/kubernetes.ts');
     expect(before.has('zod')).toBe(false);
     expect(before.has('pino')).toBe(false);
-    expect(before.has('js-yaml')).toBe(true); // the analysis sees packages: kubeconfig and --config files are YAML
+    // Kubeconfig and --config files are YAML: read by the block reader, js-yaml only when it declines (yaml.ts).
+    expect(before.has('js-yaml')).toBe(false);
+    expect(packagesReached('source/manifest-parse.ts').has('js-yaml')).toBe(false);
   });
 
   it('zod comes with the validation (imported when the first list answers), pino with JSON logs', () => {

@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 
 import { stripUnread, UNREAD_VALUES } from '../../src/source/manifest-parse.js';
-import { IMPLICIT, readBlockYaml, UNSUPPORTED } from '../../src/source/yaml-block.js';
+import { plainScalar, readBlockYaml, UNSUPPORTED } from '../../src/source/yaml-block.js';
 
 /** Key order, types, -0 and NaN all visible. */
 function canon(v: unknown): string {
@@ -61,9 +61,27 @@ const FRAGMENTS = ['  ', '- ', '# c', ' # c', '---', ':', ': ', 'x: 1', '  x: 1'
   'managedFields:', '  - a: 1', 'targetRef: {kind: Pod}', '? ', '%', '...', 'a: [1,', '  ]', 'é'];
 
 describe('readBlockYaml', () => {
-  it("uses js-yaml's implicit types of the core schema, in its order", () => {
-    const compiled = (CORE_SCHEMA as unknown as { compiledImplicit: Array<{ tag: string }> }).compiledImplicit;
-    expect(IMPLICIT.map((t) => t.tag)).toEqual(compiled.map((t) => t.tag));
+  it("resolves plain scalars as js-yaml's implicit core-schema types do (null, bool, int, float, else the text)", () => {
+    type Implicit = { tag: string; resolve(s: string): boolean; construct(s: string): unknown };
+    const implicit = (CORE_SCHEMA as unknown as { compiledImplicit: Implicit[] }).compiledImplicit;
+    expect(implicit.map((t) => t.tag.split(':').pop())).toEqual(['null', 'bool', 'int', 'float']);
+    const reference = (text: string): unknown => {
+      const type = implicit.find((t) => t.resolve(text));
+      return type ? type.construct(text) : text;
+    };
+    const same = (text: string): void => expect(canon([plainScalar(text)]), JSON.stringify(text)).toBe(canon([reference(text)]));
+    const HAND = ['', '~', 'null', 'Null', 'NULL', 'nULL', 'true', 'True', 'TRUE', 'tRUE', 'false', 'False', 'FALSE', 'yes', 'on', '0', '-0', '+0', '00', '-00', '007',
+      '0b', '0b101', '-0b0', '0b2', '0B1', '0o', '0o17', '0o8', '-0o7', '0x', '0x1F', '0xg', '-0x1f', '+0xA', '0X1', '0x0x1', '1_000', '1,000', '12e', '1e3', '1E3',
+      '1e+3', '1e-3', '-1.5e-3', '1.', '-1.', '.5', '-.5', '+.5', '.', '..', '1.2.3', '1e999', '-1e999', `1${'0'.repeat(400)}`, `0x${'f'.repeat(300)}`, `0b${'1'.repeat(1100)}`,
+      '9007199254740993', '.inf', '+.inf', '-.Inf', '.INF', '-.iNF', '.nan', '.NaN', '.NAN', '-.nan', '+.nan', '.Nan', '+', '-', '+-1', '--1', ' 1', '1 ', 'Infinity', 'NaN', '0.0', '-0.0'];
+    for (const text of HAND) same(text);
+    const chars = fc.constantFrom(...'0123456789+-.eExXoObBaAfFnNiI_ ~'.split(''));
+    fc.assert(
+      fc.property(fc.string({ unit: chars, maxLength: 10 }), (text) => {
+        same(text);
+      }),
+      { numRuns: 20_000 },
+    );
   });
 
   it('builds what js-yaml builds from random documents in several styles, or declines', () => {

@@ -1,0 +1,49 @@
+// One YAML document (a config file, a kubeconfig) → its value, without loading js-yaml when the
+// block reader (source/yaml-block.ts) can read the text, which is what kubectl, kubeadm and Helm
+// write. js-yaml is loaded the first time a text needs it (from node_modules, outside the bundle;
+// --manifests uses the same copy): on the start-up path it cost ~60 ms and ~180 page faults in UML.
+import { createRequire } from 'node:module';
+
+import type * as JsYaml from 'js-yaml';
+
+import { readBlockYaml, UNSUPPORTED } from './source/yaml-block.js';
+
+const require = createRequire(import.meta.url);
+let loaded: typeof JsYaml | undefined;
+
+/** js-yaml, loaded on the first call. */
+export function jsYaml(): typeof JsYaml {
+  return (loaded ??= require('js-yaml') as typeof JsYaml);
+}
+
+const NOTHING_UNREAD: ReadonlyMap<string, () => unknown> = new Map();
+
+/**
+ * The document's value: JSON.parse's for JSON text (as manifest-parse.ts takes a JSON file), else
+ * the block reader's (js-yaml's core schema, exactly), else js-yaml's `load` with the core schema
+ * or its default one (which adds timestamps, merge keys and binary: each needs syntax the block
+ * reader declines, except timestamps, which it leaves strings). A YAML error is js-yaml's, naming
+ * `filename`, line and column.
+ */
+export function loadYaml(text: string, filename: string, schema: 'core' | 'default' = 'core'): unknown {
+  const first = /\S/.exec(text)?.[0];
+  if (first === '{' || first === '[') {
+    try {
+      return JSON.parse(text);
+    } catch {
+      // YAML flow syntax, or broken: js-yaml reads it or names line and column.
+    }
+  }
+  const value = readBlockYaml(text, NOTHING_UNREAD);
+  if (value !== UNSUPPORTED) return value;
+  const y = jsYaml();
+  return y.load(text, { filename, schema: schema === 'core' ? y.CORE_SCHEMA : y.DEFAULT_SCHEMA });
+}
+
+/** js-yaml's reason with line (plus `lineOffset`) and column, 1-based; any other error's message. */
+export function yamlReason(err: unknown, lineOffset = 0): string {
+  // An error from js-yaml means it was loaded: the instanceof check never loads it.
+  if (loaded === undefined || !(err instanceof loaded.YAMLException)) return (err as Error)?.message ?? String(err);
+  const { reason, mark } = err as JsYaml.YAMLException & { reason: string; mark?: { line: number; column: number } };
+  return mark ? `${reason} at line ${mark.line + 1 + lineOffset}, column ${mark.column + 1}` : reason;
+}
