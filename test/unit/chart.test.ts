@@ -13,6 +13,7 @@ import { ConfigMap, Service, ServiceAccount } from 'kubernetes-models/v1';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { parseArgs, parseKubeProxyConfiguration, type Config } from '../../src/config.js';
+import { readBlockYaml, UNSUPPORTED } from '../../src/source/yaml-block.js';
 import { buildRenderer, CHART_DIR, parseManifests, render, ROOT, validateStrict, type Manifest } from '../chart/helm.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -206,6 +207,8 @@ describe.each(Object.keys(VALUE_SETS))('chart rendered with %s values', (set) =>
     const text = cm.data['config.conf'];
     expect(parseYaml(text)).toMatchObject({ apiVersion: 'kubeproxy.config.k8s.io/v1alpha1', kind: 'KubeProxyConfiguration' });
     expect(parseKubeProxyConfiguration(text, 'configmap').warnings).toEqual([]);
+    // Block YAML throughout: the daemon reads it without loading js-yaml (yaml.ts).
+    expect(readBlockYaml(text, new Map()), text).not.toBe(UNSUPPORTED);
     const { config, warnings } = daemonConfig(set);
     expect(warnings).toEqual([]);
     expect(config.configFile).toBe('/var/lib/kube-ipvs-proxy/config.conf');

@@ -72,7 +72,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- $host -}}
 {{- end -}}
 
-{{/* The KubeProxyConfiguration, as the daemon reads it with --config (checked by its parser in the chart tests). */}}
+{{/* The KubeProxyConfiguration, as the daemon reads it with --config (checked by its parser in the chart tests). Block
+     YAML throughout (lists too): the daemon reads it without loading js-yaml. */}}
 {{- define "kube-ipvs-proxy.config" -}}
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
@@ -80,13 +81,21 @@ mode: {{ .Values.mode | toJson }}
 healthzBindAddress: {{ include "kube-ipvs-proxy.hostPort" (list .Values.healthz.bindAddress .Values.healthz.port) | quote }}
 metricsBindAddress: {{ include "kube-ipvs-proxy.hostPort" (list (include "kube-ipvs-proxy.metricsHost" .) .Values.metrics.port) | quote }}
 clusterCIDR: {{ .Values.clusterCIDR | toJson }}
-nodePortAddresses: {{ .Values.nodePortAddresses | default list | toJson }}
+nodePortAddresses:
+{{- range (.Values.nodePortAddresses | default list) }}
+- {{ . | toJson }}
+{{- else }} []
+{{- end }}
 ipvs:
   scheduler: {{ .Values.ipvs.scheduler | toJson }}
   syncPeriod: {{ .Values.syncPeriod | toJson }}
   minSyncPeriod: {{ .Values.minSyncPeriod | toJson }}
   strictARP: {{ .Values.ipvs.strictARP | toJson }}
-  excludeCIDRs: {{ .Values.ipvs.excludeCIDRs | default list | toJson }}
+  excludeCIDRs:
+{{- range (.Values.ipvs.excludeCIDRs | default list) }}
+  - {{ . | toJson }}
+{{- else }} []
+{{- end }}
   tcpTimeout: {{ .Values.ipvs.tcpTimeout | toJson }}
   tcpFinTimeout: {{ .Values.ipvs.tcpFinTimeout | toJson }}
   udpTimeout: {{ .Values.ipvs.udpTimeout | toJson }}
