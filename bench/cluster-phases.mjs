@@ -42,6 +42,13 @@ export async function coldStart({ args, log, probe, cluster, api }) {
   let confirms = 0;
   for (;;) {
     daemon.alive();
+    // Against the API server nothing can be programmed before the first list request: the poll
+    // (netlink dumps from this process) starts then, so it does not slow the start-up it times.
+    if (api && api.stats.firstListAt === null) {
+      if (daemon.elapsed() > 60_000) throw new Error('cold start: no list request after 60 s');
+      await sleep(5);
+      continue;
+    }
     if (await probe.has(expected)) {
       const t = performance.now();
       const c = await probe.count();
