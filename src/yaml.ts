@@ -18,15 +18,26 @@ export function jsYaml(): typeof JsYaml {
 
 const NOTHING_UNREAD: ReadonlyMap<string, () => unknown> = new Map();
 
+/** How loadYaml reads a text. */
+export interface LoadYamlOptions {
+  /** js-yaml's schema: core (default), or default (adds timestamps, merge keys and binary). */
+  schema?: 'core' | 'default';
+  /**
+   * JSON text goes to JSON.parse first (as manifest-parse.ts takes a JSON file). Off where a
+   * duplicated key must be an error (the config file, as kube-proxy's strict decoding): JSON.parse
+   * keeps the last one; the block reader declines such a text and js-yaml refuses it.
+   */
+  json?: boolean;
+}
+
 /**
- * The document's value: JSON.parse's for JSON text (as manifest-parse.ts takes a JSON file), else
- * the block reader's (js-yaml's core schema, exactly), else js-yaml's `load` with the core schema
- * or its default one (which adds timestamps, merge keys and binary: each needs syntax the block
- * reader declines, except timestamps, which it leaves strings). A YAML error is js-yaml's, naming
- * `filename`, line and column.
+ * The document's value: JSON.parse's for JSON text (`json`), else the block reader's (js-yaml's
+ * core schema, exactly), else js-yaml's `load` (the default schema's additions each need syntax
+ * the block reader declines, except timestamps, which it leaves strings). A YAML error is
+ * js-yaml's, naming `filename`, line and column.
  */
-export function loadYaml(text: string, filename: string, schema: 'core' | 'default' = 'core'): unknown {
-  const first = /\S/.exec(text)?.[0];
+export function loadYaml(text: string, filename: string, { schema = 'core', json = false }: LoadYamlOptions = {}): unknown {
+  const first = json ? /\S/.exec(text)?.[0] : undefined;
   if (first === '{' || first === '[') {
     try {
       return JSON.parse(text);

@@ -118,7 +118,7 @@ const SIMPLE_CLUSTER_FIELDS = new Set([
 
 function fromKubeconfig(file: string, master: string | undefined): ClientConfig {
   const text = readFileSync(file, 'utf8');
-  const doc = loadYaml(text, file, 'default');
+  const doc = loadYaml(text, file, { schema: 'default', json: true }); // js-yaml's default schema, as client-node's KubeConfig
   if (!isDict(doc)) throw new Error(`kubeconfig ${file}: not a YAML mapping`);
   const current = doc['current-context'];
   if (typeof current !== 'string' || !current) throw new Error(`kubeconfig ${file}: current-context is not set`);

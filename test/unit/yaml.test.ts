@@ -1,5 +1,5 @@
 // yaml.ts: config files and kubeconfigs read as js-yaml reads them, without loading js-yaml for
-// the JSON and block YAML that tools write; a YAML error names line and column.
+// the JSON (kubeconfigs) and block YAML that tools write; a YAML error names line and column.
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 
@@ -25,13 +25,14 @@ describe('loadYaml', () => {
   it('reads JSON, block YAML and everything else as js-yaml does', () => {
     for (const text of TEXTS) {
       expect(loadYaml(text, 'f.yaml'), JSON.stringify(text)).toEqual(load(text, { schema: CORE_SCHEMA }));
-      expect(loadYaml(text, 'f.yaml', 'default'), JSON.stringify(text)).toEqual(load(text, { schema: DEFAULT_SCHEMA }));
+      expect(loadYaml(text, 'f.yaml', { json: true }), JSON.stringify(text)).toEqual(load(text, { schema: CORE_SCHEMA }));
+      expect(loadYaml(text, 'f.yaml', { schema: 'default', json: true }), JSON.stringify(text)).toEqual(load(text, { schema: DEFAULT_SCHEMA }));
     }
   });
 
   it("uses js-yaml's default schema when asked (a timestamp in flow syntax is a Date), its core schema otherwise", () => {
     expect(loadYaml('{at: 2026-11-20}', 'k')).toEqual({ at: '2026-11-20' });
-    expect(loadYaml('{at: 2026-11-20}', 'k', 'default')).toEqual({ at: new Date('2026-11-20') });
+    expect(loadYaml('{at: 2026-11-20}', 'k', { schema: 'default' })).toEqual({ at: new Date('2026-11-20') });
   });
 
   it('names line and column of a YAML error', () => {
@@ -53,11 +54,17 @@ describe('loadYaml', () => {
     expect(yamlReason(new Error('not YAML'))).toBe('not YAML');
   });
 
+  it('refuses a duplicated key in JSON unless JSON.parse is asked for (kube-proxy decodes its config strictly)', () => {
+    const text = '{"mode": "ipvs", "mode": "iptables"}';
+    expect(() => loadYaml(text, 'cfg.json')).toThrow(/duplicated mapping key/);
+    expect(loadYaml(text, 'kubeconfig', { json: true })).toEqual({ mode: 'iptables' });
+  });
+
   it('loads js-yaml only for a text the block reader declines (the built module, in a fresh process)', () => {
     const loads = (text: string): boolean => {
       const code = `import { createRequire } from 'node:module';
         const { loadYaml } = await import(${JSON.stringify(join(ROOT, 'dist/src/yaml.js'))});
-        loadYaml(${JSON.stringify(text)}, 'f');
+        loadYaml(${JSON.stringify(text)}, 'f', { json: true });
         const cache = createRequire(import.meta.url).cache;
         process.stdout.write(String(Object.keys(cache).some((k) => k.includes('/node_modules/js-yaml/'))));`;
       const r = spawnSync(process.execPath, ['--input-type=module', '-e', code], { encoding: 'utf8', timeout: 20_000 });
