@@ -37,18 +37,25 @@ export interface LoadYamlOptions {
  * js-yaml's, naming `filename`, line and column.
  */
 export function loadYaml(text: string, filename: string, { schema = 'core', json = false }: LoadYamlOptions = {}): unknown {
-  const first = json ? /\S/.exec(text)?.[0] : undefined;
-  if (first === '{' || first === '[') {
-    try {
-      return JSON.parse(text);
-    } catch {
-      // YAML flow syntax, or broken: js-yaml reads it or names line and column.
-    }
+  if (json) {
+    const parsed = parseJson(text);
+    if (parsed.ok) return parsed.value;
   }
   const value = readBlockYaml(text, NOTHING_UNREAD);
   if (value !== UNSUPPORTED) return value;
   const y = jsYaml();
   return y.load(text, { filename, schema: schema === 'core' ? y.CORE_SCHEMA : y.DEFAULT_SCHEMA });
+}
+
+/** JSON text (`{` or `[` its first non-blank character) → JSON.parse's value; not ok for anything else. */
+export function parseJson(text: string): { ok: true; value: unknown } | { ok: false } {
+  const first = /\S/.exec(text)?.[0];
+  if (first !== '{' && first !== '[') return { ok: false };
+  try {
+    return { ok: true, value: JSON.parse(text) };
+  } catch {
+    return { ok: false }; // YAML flow syntax, or broken: js-yaml reads it or names line and column.
+  }
 }
 
 /** js-yaml's reason with line (plus `lineOffset`) and column, 1-based; any other error's message. */

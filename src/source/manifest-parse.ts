@@ -20,7 +20,7 @@ import type { LoadOptions } from 'js-yaml';
 import { objectKey } from '../model/k8s.js';
 import type { EndpointSlice, Node, Service } from '../model/k8s.js';
 import type { ObjectError } from '../model/service.js';
-import { jsYaml, yamlReason } from '../yaml.js';
+import { jsYaml, parseJson, yamlReason } from '../yaml.js';
 import { quote } from './names.js';
 import { formatPath, isSourceKind, validate, type SourceKind } from './validate.js';
 import { balanced, blockEnd, readBlockYaml, UNSUPPORTED } from './yaml-block.js';
@@ -68,7 +68,7 @@ export function parseManifest(file: string, input: string | Uint8Array): ParsedM
   try {
     let buf = typeof input === 'string' ? Buffer.from(input, 'utf8') : Buffer.from(input.buffer, input.byteOffset, input.byteLength);
     if (buf[0] === 0xef && buf[1] === 0xbb && buf[2] === 0xbf) buf = buf.subarray(3);
-    const json = parseJson(buf);
+    const json = parseJsonFile(buf);
     if (json.ok) {
       addDocument(out, file, 0, json.value);
       return finish(out, file);
@@ -191,15 +191,12 @@ function failFile(out: ParsedManifest, file: string, reason: string): ParsedMani
   return finish(out, file);
 }
 
-function parseJson(buf: Buffer): { ok: true; value: unknown } | { ok: false } {
+/** parseJson of the file's text, decoded only when its first non-blank byte is `{` or `[`. */
+function parseJsonFile(buf: Buffer): ReturnType<typeof parseJson> {
   let i = 0;
   while (i < buf.length && isSpace(buf[i]!)) i++;
   if (buf[i] !== 0x7b /* { */ && buf[i] !== 0x5b /* [ */) return { ok: false };
-  try {
-    return { ok: true, value: JSON.parse(buf.toString('utf8')) };
-  } catch {
-    return { ok: false }; // YAML flow syntax, or broken: js-yaml reads it or names line and column.
-  }
+  return parseJson(buf.toString('utf8'));
 }
 
 function isSpace(c: number): boolean {
