@@ -55,17 +55,23 @@ function formatValue(key: string, v: unknown): string {
 }
 
 /**
- * Appends ` key=value` for each field. A nested object is flattened (`ops.addService=3`) and its
- * zero counts left out (an object of zeros disappears); undefined values are left out.
+ * `line` with ` key=value` appended for each own field. A nested object is flattened
+ * (`ops.addService=3`) and its zero counts left out (an object of zeros disappears); undefined
+ * values are left out. Written for the line of every sync: no arrays of entries, and a key string
+ * only for what is written (the per-change path allocates little, see README "one change").
  */
-function appendFields(parts: string[], fields: Record<string, unknown>, prefix: string): void {
-  for (const [k, v] of Object.entries(fields)) {
-    if (v === undefined) continue;
-    const key = prefix + k;
-    if (isPlainObject(v)) appendFields(parts, v, `${key}.`);
-    else if (prefix !== '' && v === 0) continue;
-    else parts.push(`${key}=${formatValue(key, v)}`);
+function appendFields(line: string, fields: Record<string, unknown>, prefix: string): string {
+  for (const k in fields) {
+    if (!Object.hasOwn(fields, k)) continue;
+    const v = fields[k];
+    if (v === undefined || (prefix !== '' && v === 0)) continue;
+    if (isPlainObject(v)) line = appendFields(line, v, `${prefix}${k}.`);
+    else {
+      const key = prefix === '' ? k : prefix + k;
+      line += ` ${key}=${formatValue(key, v)}`;
+    }
   }
+  return line;
 }
 
 /** One text line (with its newline) for a log call; `bindings` are a child logger's fields. */
@@ -73,17 +79,16 @@ export function formatTextLine(time: Date, level: string, args: readonly unknown
   let fields: Record<string, unknown> = bindings;
   let rest = args;
   const first = args[0];
+  const bound = Object.keys(bindings).length > 0;
   if (first instanceof Error) {
     fields = { ...bindings, err: first.message };
     rest = args.slice(1);
   } else if (typeof first === 'object' && first !== null) {
-    fields = { ...bindings, ...(first as Record<string, unknown>) };
+    fields = bound ? { ...bindings, ...(first as Record<string, unknown>) } : (first as Record<string, unknown>);
     rest = args.slice(1);
   }
   const msg = rest.length === 0 ? (first instanceof Error ? first.message : '') : rest.length === 1 ? String(rest[0]) : formatMsg(...(rest as [unknown, ...unknown[]]));
-  const parts = [`${time.toISOString()} ${LEVEL_NAMES[level] ?? level.toUpperCase()} ${msg}`];
-  appendFields(parts, fields, '');
-  return `${parts.join(' ')}\n`;
+  return `${appendFields(`${time.toISOString()} ${LEVEL_NAMES[level] ?? level.toUpperCase()} ${msg}`, fields, '')}\n`;
 }
 
 const LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;

@@ -1,10 +1,11 @@
-// The IPVS client's zod-free check of real servers (types.ts isPlainDestination/-Key) against
+// The IPVS client's zod-free checks of real servers and service keys (types.ts isPlainDestination/-Key,
+// isPlainServiceKey) against
 // the schemas it stands in for: whatever it passes, the schema must accept; valid real servers
 // must pass it (else the shortcut is never taken).
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 
-import { destinationKeySchema, destinationSchema, FORWARD_METHODS, isPlainDestination, isPlainDestinationKey } from '../../src/kernel/ipvs/types.js';
+import { destinationKeySchema, destinationSchema, FORWARD_METHODS, isPlainDestination, isPlainDestinationKey, isPlainServiceKey, PROTOCOLS, serviceKeySchema } from '../../src/kernel/ipvs/types.js';
 
 const junk = fc.oneof(fc.constant(null), fc.constant(undefined), fc.double(), fc.constantFrom(-1, 1.5, 2 ** 53, 65536, 0x80000000, 2 ** 32, NaN, Infinity), fc.string({ maxLength: 4 }), fc.boolean(), fc.constant([]));
 const valid = {
@@ -35,5 +36,35 @@ describe('isPlainDestination / isPlainDestinationKey', () => {
     expect(passed).toBeGreaterThan(100);
     expect(isPlainDestination({ ...{ address: '10.0.0.1', port: 80, forward: 'masq', weight: 1, upperThreshold: 0, lowerThreshold: 0 }, weight: -1 })).toBe(false);
     expect(isPlainDestinationKey({ address: '10.0.0.300', port: 80 })).toBe(false);
+  });
+});
+
+describe('isPlainServiceKey', () => {
+  const v4 = fc.record({ family: fc.constant('ipv4'), protocol: fc.constantFrom(...PROTOCOLS), address: fc.ipV4(), port: fc.integer({ min: 0, max: 65535 }), fwmark: fc.constant(null) });
+  const v6 = fc.record({ family: fc.constant('ipv6'), protocol: fc.constantFrom(...PROTOCOLS), address: fc.ipV6(), port: fc.integer({ min: 0, max: 65535 }), fwmark: fc.constant(null) });
+
+  it('passes every valid key by protocol, address and port, as the schema does', () => {
+    fc.assert(fc.property(fc.oneof(v4, v6), (k) => {
+      expect(isPlainServiceKey(k)).toBe(true);
+      expect(serviceKeySchema.safeParse(k).success).toBe(true);
+    }), { numRuns: 2000 });
+  });
+
+  it('passes nothing the schema rejects (wrong family, fwmark keys, broken or missing fields)', () => {
+    const field = (a: fc.Arbitrary<unknown>) => fc.oneof({ weight: 6, arbitrary: a }, { weight: 1, arbitrary: junk });
+    const mixedKey = fc.record({
+      family: field(fc.constantFrom('ipv4', 'ipv6')),
+      protocol: field(fc.constantFrom(...PROTOCOLS, null)),
+      address: field(fc.oneof(fc.ipV4(), fc.ipV6(), fc.constant(null))),
+      port: field(fc.oneof(fc.integer({ min: 0, max: 65535 }), fc.constant(null))),
+      fwmark: field(fc.oneof(fc.constant(null), fc.integer({ min: 1, max: 0xffffffff }))),
+    }, { requiredKeys: [] });
+    let passed = 0;
+    fc.assert(fc.property(fc.oneof({ weight: 9, arbitrary: mixedKey }, { weight: 1, arbitrary: junk }), (k) => {
+      if (isPlainServiceKey(k)) (passed++, expect(serviceKeySchema.safeParse(k).success).toBe(true));
+    }), { numRuns: 6000 });
+    expect(passed).toBeGreaterThan(50);
+    expect(isPlainServiceKey({ family: 'ipv6', protocol: 'tcp', address: '10.0.0.1', port: 80, fwmark: null })).toBe(false);
+    expect(isPlainServiceKey({ family: 'ipv4', protocol: null, address: null, port: null, fwmark: 6 })).toBe(false);
   });
 });

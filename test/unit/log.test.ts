@@ -46,6 +46,12 @@ describe('text log format', () => {
     );
   });
 
+  it('writes a call\'s own fields only; a field named as a child\'s binding keeps its place with the call\'s value', () => {
+    const fields = Object.assign(Object.create({ inherited: 1 }), { own: 2, nested: Object.assign(Object.create({ up: 3 }), { n: 4 }) });
+    expect(formatTextLine(T, 'info', [fields, 'x'])).toBe('2026-11-23T11:35:16.123Z INFO x own=2 nested.n=4\n');
+    expect(formatTextLine(T, 'info', [{ b: 'call', c: 1 }, 'x'], { a: 0, b: 'bound' })).toBe('2026-11-23T11:35:16.123Z INFO x a=0 b="call" c=1\n');
+  });
+
   it('writes a bare message, printf arguments and a child logger\'s fields', () => {
     const { lines, logger } = capture('text');
     logger.info('sources synced');

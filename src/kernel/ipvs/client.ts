@@ -19,6 +19,7 @@ import {
   destinationSchema,
   isPlainDestination,
   isPlainDestinationKey,
+  isPlainServiceKey,
   serviceId,
   serviceKeySchema,
   virtualServiceSchema,
@@ -123,7 +124,7 @@ class OpEncoder {
   private serviceKey(service: ServiceKey, name: string): Record<string, unknown> {
     let attrs = this.keys.get(service);
     if (!attrs) {
-      check(serviceKeySchema, service, name, 'service');
+      if (!isPlainServiceKey(service)) check(serviceKeySchema, service, name, 'service');
       attrs = serviceKeyAttrs(service);
       this.keys.set(service, attrs);
     }
@@ -247,7 +248,7 @@ export class NetlinkIpvsClient implements IpvsClient {
   }
 
   async listDestinations(service: ServiceKey, options?: ReadOptions): Promise<DestinationStatus[]> {
-    check(serviceKeySchema, service, 'ipvs.listDestinations', 'service');
+    if (!isPlainServiceKey(service)) check(serviceKeySchema, service, 'ipvs.listDestinations', 'service');
     const t = await this.conn.dumpTable(
       'ipvs',
       this.req(C.IPVS_CMD_GET_DEST!, { service: serviceKeyAttrs(service) }),
@@ -260,7 +261,7 @@ export class NetlinkIpvsClient implements IpvsClient {
   }
 
   async listDestinationsMany(services: readonly ServiceKey[], options?: ReadOptions): Promise<DestinationStatus[][]> {
-    for (const s of services) check(serviceKeySchema, s, 'ipvs.listDestinations', 'service');
+    for (const s of services) if (!isPlainServiceKey(s)) check(serviceKeySchema, s, 'ipvs.listDestinations', 'service');
     return this.destinationsOf(services, options);
   }
 

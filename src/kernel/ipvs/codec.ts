@@ -153,10 +153,13 @@ export function destinationKeyAttrs(d: DestinationKey): Record<string, unknown> 
 
 const STAT_KEYS = ['conns', 'inPkts', 'outPkts', 'inBytes', 'outBytes', 'cps', 'inPps', 'outPps', 'inBps', 'outBps'] as const;
 
+/** The column paths of each counter nest, made once (a reader is made per dump, one per change). */
+const STAT_PATHS = new Map(['service', 'dest'].flatMap((nest) => ['stats64', 'stats'].map((name) => [`${nest}.${name}`, STAT_KEYS.map((k) => `${nest}.${name}.${k}`)])));
+
 /** The counters of `nest` (service or dest): STATS64 where the reply has it, else STATS; none without either. */
-function statsReader(t: DumpTable, nest: string): Column<IpvsStats> {
+function statsReader(t: DumpTable, nest: 'service' | 'dest'): Column<IpvsStats> {
   const nestColumns = (name: string) => {
-    const paths = STAT_KEYS.map((k) => `${nest}.${name}.${k}`);
+    const paths = STAT_PATHS.get(`${nest}.${name}`)!;
     return paths.some((p) => t.columns[p]) ? paths.map((p) => numberColumn(t, p)) : null;
   };
   const read = (cols: Column<number>[] | null, r: number): IpvsStats | undefined => {

@@ -171,6 +171,16 @@ export function isPlainDestination(d: unknown): boolean {
   return FORWARD_METHODS.includes(forward as ForwardMethod) && inRange(weight, 0x7fffffff) && inRange(upperThreshold, 0xffffffff) && inRange(lowerThreshold, 0xffffffff);
 }
 
+/**
+ * {@link isPlainDestinationKey} for a ServiceKey by protocol, address and port (serviceKeySchema):
+ * the key of every op of a one-change sync, where zod's parse was 4 KiB of its ~200 KiB garbage.
+ */
+export function isPlainServiceKey(k: unknown): boolean {
+  if (typeof k !== 'object' || k === null || Array.isArray(k)) return false;
+  const { family, protocol, address, port, fwmark } = k as Record<string, unknown>;
+  return fwmark === null && PROTOCOLS.includes(protocol as Protocol) && typeof address === 'string' && familyOf(address) === family && inRange(port, 65535);
+}
+
 /** `tcp/10.96.0.10:80`, `udp/[2001:db8::1]:53`, `fwmark/6/ipv4`: names a service in logs and errors. */
 export function serviceId(k: ServiceKey): string {
   if (k.fwmark !== null) return `fwmark/${k.fwmark}/${k.family}`;
