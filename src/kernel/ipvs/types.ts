@@ -173,7 +173,8 @@ export function isPlainDestination(d: unknown): boolean {
 
 /**
  * {@link isPlainDestinationKey} for a ServiceKey by protocol, address and port (serviceKeySchema):
- * the key of every op of a one-change sync, where zod's parse was 4 KiB of its ~200 KiB garbage.
+ * the key of a sync's ops (zod's parse was 4 KiB of a one-change sync's ~200 KiB of garbage) and of
+ * each service a verification reads the real servers of.
  */
 export function isPlainServiceKey(k: unknown): boolean {
   if (typeof k !== 'object' || k === null || Array.isArray(k)) return false;
