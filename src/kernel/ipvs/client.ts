@@ -112,6 +112,11 @@ function check<T>(schema: z.ZodType<T>, value: unknown, op: string, what: string
   throw new ValidationError(op, [what, ...issue.path.map(String)].join('.'), issue.message);
 }
 
+/** serviceKeySchema's check; zod only for a key isPlainServiceKey does not pass. */
+function checkServiceKey(service: unknown, op: string): void {
+  if (!isPlainServiceKey(service)) check(serviceKeySchema, service, op, 'service');
+}
+
 /**
  * Validates and encodes the ops of one batch. A service object shared by many ops (a service
  * and its destinations) is validated and encoded once: a batch of 11,000 ops would otherwise
@@ -124,7 +129,7 @@ class OpEncoder {
   private serviceKey(service: ServiceKey, name: string): Record<string, unknown> {
     let attrs = this.keys.get(service);
     if (!attrs) {
-      if (!isPlainServiceKey(service)) check(serviceKeySchema, service, name, 'service');
+      checkServiceKey(service, name);
       attrs = serviceKeyAttrs(service);
       this.keys.set(service, attrs);
     }
@@ -248,7 +253,7 @@ export class NetlinkIpvsClient implements IpvsClient {
   }
 
   async listDestinations(service: ServiceKey, options?: ReadOptions): Promise<DestinationStatus[]> {
-    if (!isPlainServiceKey(service)) check(serviceKeySchema, service, 'ipvs.listDestinations', 'service');
+    checkServiceKey(service, 'ipvs.listDestinations');
     const t = await this.conn.dumpTable(
       'ipvs',
       this.req(C.IPVS_CMD_GET_DEST!, { service: serviceKeyAttrs(service) }),
@@ -261,7 +266,7 @@ export class NetlinkIpvsClient implements IpvsClient {
   }
 
   async listDestinationsMany(services: readonly ServiceKey[], options?: ReadOptions): Promise<DestinationStatus[][]> {
-    for (const s of services) if (!isPlainServiceKey(s)) check(serviceKeySchema, s, 'ipvs.listDestinations', 'service');
+    for (const s of services) checkServiceKey(s, 'ipvs.listDestinations');
     return this.destinationsOf(services, options);
   }
 

@@ -153,21 +153,23 @@ export function destinationKeyAttrs(d: DestinationKey): Record<string, unknown> 
 
 const STAT_KEYS = ['conns', 'inPkts', 'outPkts', 'inBytes', 'outBytes', 'cps', 'inPps', 'outPps', 'inBps', 'outBps'] as const;
 
-/** The column paths of each counter nest, made once (a reader is made per dump, one per change). */
-const STAT_PATHS = new Map(['service', 'dest'].flatMap((nest) => ['stats64', 'stats'].map((name) => [`${nest}.${name}`, STAT_KEYS.map((k) => `${nest}.${name}.${k}`)])));
+const statPaths = (nest: string): readonly string[] => STAT_KEYS.map((k) => `${nest}.${k}`);
+
+/** The column paths of each nest's counters (STATS64, STATS), made once: a reader is made per dump, one per change. */
+const STAT_PATHS = {
+  service: [statPaths('service.stats64'), statPaths('service.stats')],
+  dest: [statPaths('dest.stats64'), statPaths('dest.stats')],
+} as const;
 
 /** The counters of `nest` (service or dest): STATS64 where the reply has it, else STATS; none without either. */
-function statsReader(t: DumpTable, nest: 'service' | 'dest'): Column<IpvsStats> {
-  const nestColumns = (name: string) => {
-    const paths = STAT_PATHS.get(`${nest}.${name}`)!;
-    return paths.some((p) => t.columns[p]) ? paths.map((p) => numberColumn(t, p)) : null;
-  };
+function statsReader(t: DumpTable, nest: keyof typeof STAT_PATHS): Column<IpvsStats> {
+  const nestColumns = (paths: readonly string[]) => (paths.some((p) => t.columns[p]) ? paths.map((p) => numberColumn(t, p)) : null);
   const read = (cols: Column<number>[] | null, r: number): IpvsStats | undefined => {
     if (!cols || cols.every((c) => c(r) === undefined)) return undefined;
     return Object.fromEntries(STAT_KEYS.map((k, i) => [k, cols[i]!(r) ?? 0])) as unknown as IpvsStats;
   };
-  const c64 = nestColumns('stats64');
-  const c32 = nestColumns('stats');
+  const c64 = nestColumns(STAT_PATHS[nest][0]);
+  const c32 = nestColumns(STAT_PATHS[nest][1]);
   return c64 || c32 ? (r) => read(c64, r) ?? read(c32, r) : () => undefined;
 }
 
