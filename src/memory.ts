@@ -5,14 +5,16 @@
 // full release: a blocking memory-reducing GC (V8 compacts and unmaps its free pages) and
 // malloc_trim; tens of ms on a node, 0.4–3.4 s in UML at 3,000–10,000 Services.
 //
-// Later, whenever RSS has grown by more than a tenth over its value after the last full release
-// (a burst of changes, a periodic verification's reads):
+// Later, whenever RSS has grown by more than QUIET_GROWTH over its value after the last full
+// release (a burst of changes, a periodic verification's reads):
 // - the same full release once no change has been asked for during QUIET_MS: its GC blocks the
-//   event loop, and a change arriving during it would wait;
-// - until then, at most once per interval, an incremental release (V8 under moderate memory
-//   pressure marks in steps; the call held the loop 47–334 ms in UML) right after a sync,
-//   where it delays nothing: the next sync cannot start before the min sync period. Without it
-//   V8's committed heap creeps up under steady churn.
+//   event loop, and a change arriving during it would wait. (An idle verification's reads leave
+//   RSS 8–10 % up at 3,000 × 10 in UML: with a threshold of a tenth about every other one stayed,
+//   and RSS at idle was 90 or 100 MiB depending on when it was read.)
+// - until then, if it grew by more than GROWTH, at most once per interval, an incremental
+//   release (V8 under moderate memory pressure marks in steps; the call held the loop 47–334 ms
+//   in UML) right after a sync, where it delays nothing: the next sync cannot start before the
+//   min sync period. Without it V8's committed heap creeps up under steady churn.
 import type { Logger } from './log.js';
 import { native } from './native/binding.js';
 
@@ -36,8 +38,11 @@ export interface MemoryKeeperOptions {
 
 const MiB = (b: number): number => Math.round(b / 2 ** 20);
 
-/** RSS growth over the last full release that makes a release worth it. */
+/** RSS growth over the last full release that makes an incremental release worth it while changes come. */
 export const GROWTH = 1.1;
+
+/** RSS growth over the last full release that makes a full release worth it once quiet. */
+export const QUIET_GROWTH = 1.05;
 
 /** Time without a change asked for before a full release may block the event loop. */
 export const QUIET_MS = 5_000;
@@ -76,9 +81,9 @@ export class MemoryKeeper {
   afterSync(): void {
     if (this.#deferred) return;
     if (!this.#released) return this.#schedule('first');
-    if (!this.#grown()) return;
+    if (!this.#grown(QUIET_GROWTH)) return;
     if (this.#quietFor() >= QUIET_MS) return this.#schedule('full');
-    if (this.#now() - this.#lastIncremental >= this.#intervalMs) this.#schedule('incremental');
+    if (this.#grown(GROWTH) && this.#now() - this.#lastIncremental >= this.#intervalMs) this.#schedule('incremental');
     this.#arm();
   }
 
@@ -91,11 +96,11 @@ export class MemoryKeeper {
    */
   afterVerification(): void {
     if (!this.#released || this.#quietFor() >= QUIET_MS) return this.afterSync();
-    if (!this.#deferred && this.#grown()) this.#arm();
+    if (!this.#deferred && this.#grown(QUIET_GROWTH)) this.#arm();
   }
 
-  #grown(): boolean {
-    return this.#rss() > this.#baseline * GROWTH;
+  #grown(factor: number): boolean {
+    return this.#rss() > this.#baseline * factor;
   }
 
   #schedule(kind: Kind): void {
@@ -113,7 +118,7 @@ export class MemoryKeeper {
     this.#later(
       () => {
         this.#armed = false;
-        if (!this.#grown() || this.#deferred) return;
+        if (!this.#grown(QUIET_GROWTH) || this.#deferred) return;
         if (this.#quietFor() >= QUIET_MS) this.#schedule('full');
         else this.#arm();
       },

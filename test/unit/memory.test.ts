@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { createLogger } from '../../src/log-json.js';
-import { MemoryKeeper, QUIET_MS } from '../../src/memory.js';
+import { GROWTH, MemoryKeeper, QUIET_GROWTH, QUIET_MS } from '../../src/memory.js';
 import { native } from '../../src/native/binding.js';
 
 function keeper(intervalMs = 30_000) {
@@ -77,12 +77,13 @@ describe('MemoryKeeper', () => {
     expect(t.logs.find((l) => l.msg === 'memory released after the first sync')).toMatchObject({ rssMiB: 150, afterMiB: 100 });
   });
 
-  it('later: a full release only after QUIET_MS without a change and only when RSS grew by over a tenth; meanwhile an incremental one right after a sync, at most once per interval', () => {
+  it('later: a full release only after QUIET_MS without a change and only when RSS grew by over a twentieth; meanwhile, over a tenth, an incremental one right after a sync, at most once per interval', () => {
+    expect([QUIET_GROWTH, GROWTH]).toEqual([1.05, 1.1]);
     const t = keeper(30_000);
     t.k.afterSync();
     t.flush();
     t.advance(60_000);
-    t.grow(9); // under a tenth over the last release
+    t.grow(4); // under a twentieth over the last release
     t.k.afterSync();
     t.flush();
     expect(t.calls).toEqual(['full']);
@@ -92,7 +93,7 @@ describe('MemoryKeeper', () => {
     t.k.afterSync(); // one release deferred, not two
     t.flush();
     expect(t.calls).toEqual(['full', 'incremental']);
-    expect(t.logs.at(-1)).toMatchObject({ msg: 'memory release started', full: false, rssMiB: 159, afterMiB: 154 });
+    expect(t.logs.at(-1)).toMatchObject({ msg: 'memory release started', full: false, rssMiB: 154, afterMiB: 149 });
     expect(t.timers.map((x) => x.at)).toEqual([60_000 + QUIET_MS]);
     const churn = (seconds: number) => {
       for (let i = 0; i < seconds / 2; i++) {
@@ -111,11 +112,18 @@ describe('MemoryKeeper', () => {
     expect(t.calls).toEqual(['full', 'incremental', 'incremental', 'full']);
     expect(t.logs.at(-1)).toMatchObject({ msg: 'memory released', full: true, afterMiB: 100 });
     expect(t.timers).toEqual([]);
-    t.grow(11);
-    t.advance(1_000); // quiet, grown again (e.g. a verification's reads): released at once
+    t.grow(6);
+    t.advance(1_000); // quiet, grown again by over a twentieth (an idle verification's reads): released at once
+    t.k.afterVerification();
+    t.flush();
+    expect(t.calls).toEqual(['full', 'incremental', 'incremental', 'full', 'full']);
+    t.grow(7);
+    t.change(); // changes again, RSS up by less than a tenth: no incremental release, a full one once quiet
     t.k.afterSync();
     t.flush();
     expect(t.calls).toEqual(['full', 'incremental', 'incremental', 'full', 'full']);
+    t.advance(QUIET_MS);
+    expect(t.calls).toEqual(['full', 'incremental', 'incremental', 'full', 'full', 'full']);
   });
 
   it('a failing release is logged, never thrown', () => {
