@@ -74,17 +74,22 @@ function appendFields(line: string, fields: Record<string, unknown>, prefix: str
   return line;
 }
 
+/** Whether `o` has an own enumerable field (no key array made, unlike Object.keys). */
+function hasOwnField(o: Record<string, unknown>): boolean {
+  for (const k in o) if (Object.hasOwn(o, k)) return true;
+  return false;
+}
+
 /** One text line (with its newline) for a log call; `bindings` are a child logger's fields. */
 export function formatTextLine(time: Date, level: string, args: readonly unknown[], bindings: Record<string, unknown> = {}): string {
   let fields: Record<string, unknown> = bindings;
   let rest = args;
   const first = args[0];
-  const bound = Object.keys(bindings).length > 0;
   if (first instanceof Error) {
     fields = { ...bindings, err: first.message };
     rest = args.slice(1);
   } else if (typeof first === 'object' && first !== null) {
-    fields = bound ? { ...bindings, ...(first as Record<string, unknown>) } : (first as Record<string, unknown>);
+    fields = hasOwnField(bindings) ? { ...bindings, ...(first as Record<string, unknown>) } : (first as Record<string, unknown>);
     rest = args.slice(1);
   }
   const msg = rest.length === 0 ? (first instanceof Error ? first.message : '') : rest.length === 1 ? String(rest[0]) : formatMsg(...(rest as [unknown, ...unknown[]]));
