@@ -124,7 +124,10 @@ class Reader {
       let q = this.pos + indent + 1;
       while (s.charCodeAt(q) === SPACE) q++;
       const c = s.charCodeAt(q);
-      if (q >= s.length || c === NL || c === HASH) {
+      // `- # comment`: js-yaml's reading differs when the sequence ends right after it (the next
+      // entry, less indented, joins this sequence): left to js-yaml.
+      if (c === HASH) throw BAIL;
+      if (q >= s.length || c === NL) {
         this.endLine(q);
         out.push(this.#blockValue(indent, depth, false));
       } else if (this.#isEntry(q)) {
