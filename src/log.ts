@@ -58,7 +58,7 @@ function formatValue(key: string, v: unknown): string {
  * `line` with ` key=value` appended for each own field. A nested object is flattened
  * (`ops.addService=3`) and its zero counts left out (an object of zeros disappears); undefined
  * values are left out. Written for the line of every sync: no arrays of entries, and a key string
- * only for what is written (README: "one change's garbage, thread by thread").
+ * only for what is written (bench/HISTORY.md: "one change's garbage, thread by thread").
  */
 function appendFields(line: string, fields: Record<string, unknown>, prefix: string): string {
   for (const k in fields) {

@@ -6,7 +6,8 @@
 // malloc_trim; tens of ms on a node, 0.4–3.4 s in UML at 3,000–10,000 Services. (Its GC also
 // leaves V8's young generation shrunk and uncommitted, so the changes after it fault in what they
 // allocate, ~45 page faults per change at 3,000 × 10 until a GC at a high allocation rate:
-// ~13 µs each on the development host, 187 µs in UML; see the README.)
+// ~13 µs each on the development host, 187 µs in UML; see bench/HISTORY.md, "the memory releases
+// start the faults".)
 //
 // Later, whenever RSS has grown by more than QUIET_GROWTH over its value after the last full
 // release (a burst of changes, a periodic verification's reads):
