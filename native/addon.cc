@@ -4,6 +4,7 @@
 #include <napi.h>
 #include <v8.h>
 
+#include <cstring>
 #include <memory>
 
 #include "codec.h"
@@ -36,13 +37,38 @@ const RootSchema& rootArg(const Napi::Value& v) {
   return *r;
 }
 
-// Encodes requests (an array of message objects) into one buffer; records message offsets.
+// Appends messages laid out by the caller (`count` of them back to back, e.g. src/kernel/ipvs/wire.ts):
+// each must be a whole nlmsghdr-framed message; NLM_F_REQUEST and `extraFlags` are set on each.
+void appendEncoded(Napi::Uint8Array raw, Builder& b, std::vector<size_t>& offsets, uint16_t extraFlags, uint32_t index) {
+  const uint8_t* p = raw.Data();
+  size_t len = raw.ByteLength(), pos = 0;
+  while (pos < len) {
+    nlmsghdr h;
+    if (len - pos < sizeof h) throw CodecError("request " + std::to_string(index) + ": truncated message header");
+    std::memcpy(&h, p + pos, sizeof h);
+    if (h.nlmsg_len < NLMSG_HDRLEN || h.nlmsg_len > len - pos)
+      throw CodecError("request " + std::to_string(index) + ": message length " + std::to_string(h.nlmsg_len) + " out of bounds");
+    size_t at = b.reserve(h.nlmsg_len);
+    if (!b.ok()) throw CodecError("request " + std::to_string(index) + ": message too large");
+    std::memcpy(b.at(at), p + pos, h.nlmsg_len);
+    reinterpret_cast<nlmsghdr*>(b.at(at))->nlmsg_flags |= uint16_t(NLM_F_REQUEST | extraFlags);
+    offsets.push_back(at);
+    pos += NLMSG_ALIGN(h.nlmsg_len);
+  }
+}
+
+// Encodes requests (an array of message objects, or Uint8Arrays of messages already laid out)
+// into one buffer; records message offsets (one per message).
 void encodeAll(Napi::Env env, const RootSchema& root, Napi::Array reqs, Builder& b, std::vector<size_t>& offsets,
                uint16_t extraFlags) {
   KeyScope keys;
   offsets.reserve(reqs.Length());
   for (uint32_t i = 0; i < reqs.Length(); i++) {
     Napi::Value v = reqs.Get(i);
+    if (v.IsTypedArray() && v.As<Napi::TypedArray>().TypedArrayType() == napi_uint8_array) {
+      appendEncoded(v.As<Napi::Uint8Array>(), b, offsets, extraFlags, i);
+      continue;
+    }
     if (!v.IsObject()) throw CodecError("request " + std::to_string(i) + ": expected an object");
     try {
       size_t at = encodeMessage(env, b, root, v.As<Napi::Object>(), 0, 0);

@@ -15,6 +15,12 @@ import { SerialQueue } from '../serial.js';
 /** What one op of a batch came to. */
 export type OpOutcome = { ok: true; replies: NlMessage[] } | { ok: false; error: NetlinkError; echo?: NlMessage };
 
+/** Netlink messages laid out by the caller: `count` of them back to back in `bytes` (see wire.ts). */
+export interface EncodedRequests {
+  bytes: Uint8Array;
+  count: number;
+}
+
 /** How to name an op of a batch in its error: the op and the object it was about. */
 export interface OpLabel {
   op: string;
@@ -35,16 +41,20 @@ export class NetlinkConnection {
     }
   }
 
-  /** Sends all requests batched; one outcome per request, in order. Throws only if the socket fails. */
-  batch(schema: string, requests: NlRequest[], label: (i: number) => OpLabel, limits?: BatchLimits): Promise<OpOutcome[]> {
-    if (requests.length === 0) return Promise.resolve([]);
+  /**
+   * Sends all requests batched (request objects, or `count` messages already laid out in `bytes`);
+   * one outcome per request, in order. Throws only if the socket fails.
+   */
+  batch(schema: string, requests: NlRequest[] | EncodedRequests, label: (i: number) => OpLabel, limits?: BatchLimits): Promise<OpOutcome[]> {
+    const count = Array.isArray(requests) ? requests.length : requests.count;
+    if (count === 0) return Promise.resolve([]);
     return this.queue.run(async () => {
       let results;
       try {
-        results = await this.socket.batch(schema, requests, limits);
+        results = await this.socket.batch(schema, Array.isArray(requests) ? requests : [requests.bytes], limits);
       } catch (e) {
         const l = label(0);
-        throw fromNative(requests.length === 1 ? l.op : `${schema}.batch`, e, requests.length === 1 ? l.object : undefined);
+        throw fromNative(count === 1 ? l.op : `${schema}.batch`, e, count === 1 ? l.object : undefined);
       }
       return results.map((r, i): OpOutcome => {
         if (r.errno === 0) return { ok: true, replies: r.replies ?? [] };

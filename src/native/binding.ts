@@ -100,7 +100,8 @@ export interface ListTable extends DumpTable {
 
 /** A netlink socket owned by the addon; calls run on the libuv thread pool. */
 export interface NativeSocket {
-  batch(schema: string, requests: NlRequest[], limits?: BatchLimits): Promise<NlOpResult[]>;
+  /** `requests`: message objects, or Uint8Arrays of whole messages already laid out (one result per message). */
+  batch(schema: string, requests: Array<NlRequest | Uint8Array>, limits?: BatchLimits): Promise<NlOpResult[]>;
   dump(schema: string, request: NlRequest, options: DumpOptions & { table: true }): Promise<DumpTable>;
   dump(schema: string, request: NlRequest, options?: DumpOptions): Promise<NlMessage[]>;
   /** Runs the dumps one after another in a single trip off the JS thread; their replies as one table (`starts`). */
@@ -115,7 +116,7 @@ export type ConstantGroup = Record<string, number> & Record<`${string}_NAME`, st
 /** The addon's exports. */
 export interface NativeAddon {
   Socket: new (protocol: number) => NativeSocket;
-  encode(schema: string, requests: NlRequest[], firstSeq?: number, pid?: number): Buffer;
+  encode(schema: string, requests: Array<NlRequest | Uint8Array>, firstSeq?: number, pid?: number): Buffer;
   decode(schema: string, buffer: Uint8Array): Array<NlMessage | NlControl>;
   /** The data messages of a buffer as a dump table (what DumpOptions.table returns), for tests. */
   decodeTable(schema: string, buffer: Uint8Array, omit?: string[]): DumpTable;

@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 
 import { fuzzRandom, fuzzTruncations } from './lib/fuzz.js';
 import * as codec from '../../src/kernel/ipvs/codec.js';
+import { ipTo16 } from '../../src/model/ip.js';
 import { native, type NlControl, type NlMessage } from '../../src/native/binding.js';
 import { ipvsRequests } from '../fixtures/ipvs-requests.mjs';
 
@@ -38,7 +39,7 @@ const destinationsOf = (e: Exchange, family: 'ipv4' | 'ipv6', omit?: string[]) =
 
 describe('IPVS requests: golden bytes', () => {
   it('NEW_SERVICE matches the layout derived by hand from <linux/ip_vs.h>', () => {
-    const req = ipvsRequests(fixture.familyId, codec, native.constants).find(([n]) => n === 'addService')!;
+    const req = ipvsRequests(fixture.familyId, codec, native.constants, ipTo16).find(([n]) => n === 'addService')!;
     const bytes = native.encode(req[1], [req[2]], 1007).toString('hex');
     const expected = [
       '68000000', '1c00', '0500', 'ef030000', '00000000', // nlmsghdr: len 104, IPVS family 28, REQUEST|ACK, seq 1007
@@ -57,7 +58,7 @@ describe('IPVS requests: golden bytes', () => {
   });
 
   it('every captured request is re-encoded byte for byte', () => {
-    const reqs = ipvsRequests(fixture.familyId, codec, native.constants);
+    const reqs = ipvsRequests(fixture.familyId, codec, native.constants, ipTo16);
     expect(reqs.map(([n]) => n)).toEqual(fixture.exchanges.map((e) => e.name));
     reqs.forEach(([name, schema, request], i) => {
       expect(native.encode(schema, [request], 1000 + i).toString('hex'), name).toBe(byName(name).request);

@@ -5,14 +5,7 @@ import { constantsOf, type NlRequest } from '../../native/binding.js';
 import { NetlinkError, ValidationError } from '../errors.js';
 import { NetlinkConnection, resolveGenlFamily, type GenlFamily } from '../netlink.js';
 import { dumpRows } from '../table.js';
-import {
-  destinationAttrs,
-  destinationKeyAttrs,
-  destinationReader,
-  serviceReader,
-  serviceAttrs,
-  serviceKeyAttrs,
-} from './codec.js';
+import { destinationReader, serviceReader, serviceKeyAttrs } from './codec.js';
 import {
   destinationId,
   destinationKeySchema,
@@ -33,6 +26,7 @@ import {
   type ServiceStatus,
   type VirtualService,
 } from './types.js';
+import { IpvsWire } from './wire.js';
 
 const C = constantsOf('ipvs');
 
@@ -118,44 +112,39 @@ function checkServiceKey(service: unknown, op: string): void {
 }
 
 /**
- * Validates and encodes the ops of one batch. A service object shared by many ops (a service
- * and its destinations) is validated and encoded once: a batch of 11,000 ops would otherwise
- * spend most of its time re-checking the same 1,000 services.
+ * Validates the ops of one batch and lays them out as messages (wire.ts). A service object shared
+ * by many ops (a service and its destinations) is validated once: a batch of 11,000 ops would
+ * otherwise spend most of its time re-checking the same 1,000 services.
  */
 class OpEncoder {
-  private readonly keys = new Map<ServiceKey, Record<string, unknown>>();
-  constructor(private readonly familyId: number) {}
-
-  private serviceKey(service: ServiceKey, name: string): Record<string, unknown> {
-    let attrs = this.keys.get(service);
-    if (!attrs) {
-      checkServiceKey(service, name);
-      attrs = serviceKeyAttrs(service);
-      this.keys.set(service, attrs);
-    }
-    return attrs;
+  private readonly checked = new Set<ServiceKey>();
+  readonly wire: IpvsWire;
+  constructor(familyId: number) {
+    this.wire = new IpvsWire(familyId);
   }
 
-  /** Validates an op (throws ValidationError naming the field) and encodes it. */
-  encode(op: IpvsOp): NlRequest {
+  /** Validates an op (throws ValidationError naming the field, and writes nothing) and appends its message. */
+  encode(op: IpvsOp): void {
     const name = `ipvs.${op.kind}`;
-    const header = { cmd: OP_CMD[op.kind], version: C.IPVS_GENL_VERSION! };
+    const cmd = OP_CMD[op.kind];
     if (op.kind === 'addService' || op.kind === 'updateService') {
       check(virtualServiceSchema, op.service, name, 'service');
-      return { type: this.familyId, header, attrs: { service: serviceAttrs(op.service) } };
+      this.wire.service(cmd, op.service);
+      return;
     }
-    return { type: this.familyId, header, attrs: this.withService(op, name) };
-  }
-
-  private withService(op: Exclude<IpvsOp, { kind: 'addService' | 'updateService' }>, name: string): Record<string, unknown> {
-    const service = this.serviceKey(op.service, name);
-    if (op.kind === 'deleteService') return { service };
-    if (op.kind === 'deleteDestination') {
+    if (!this.checked.has(op.service)) {
+      checkServiceKey(op.service, name);
+      this.checked.add(op.service);
+    }
+    if (op.kind === 'deleteService') {
+      this.wire.serviceKeyed(cmd, op.service);
+    } else if (op.kind === 'deleteDestination') {
       if (!isPlainDestinationKey(op.destination)) check(destinationKeySchema, op.destination, name, 'destination');
-      return { service, dest: destinationKeyAttrs(op.destination) };
+      this.wire.serviceKeyed(cmd, op.service, { d: op.destination, full: false });
+    } else {
+      if (!isPlainDestination(op.destination)) check(destinationSchema, op.destination, name, 'destination');
+      this.wire.serviceKeyed(cmd, op.service, { d: op.destination, full: true });
     }
-    if (!isPlainDestination(op.destination)) check(destinationSchema, op.destination, name, 'destination');
-    return { service, dest: destinationAttrs(op.destination) };
   }
 }
 
@@ -215,19 +204,18 @@ export class NetlinkIpvsClient implements IpvsClient {
 
   async apply(ops: readonly IpvsOp[]): Promise<IpvsResult[]> {
     const results: IpvsResult[] = new Array(ops.length);
-    const requests: NlRequest[] = [];
     const sent: number[] = [];
     const encoder = new OpEncoder(this.family.id);
     ops.forEach((op, i) => {
       try {
-        requests.push(encoder.encode(op));
+        encoder.encode(op);
         sent.push(i);
       } catch (e) {
         if (!(e instanceof ValidationError)) throw e;
         results[i] = { ok: false, error: e };
       }
     });
-    const outcomes = await this.conn.batch('ipvs', requests, (j) => {
+    const outcomes = await this.conn.batch('ipvs', { bytes: encoder.wire.bytes(), count: encoder.wire.count }, (j) => {
       const op = ops[sent[j]!]!;
       return { op: `ipvs.${op.kind}`, object: opObject(op) };
     }, inlineBatch(ops) ? INLINE : undefined);

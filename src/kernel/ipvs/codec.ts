@@ -1,12 +1,11 @@
-// IPVS objects <-> the attribute objects of the addon's "ipvs" schema.
+// IPVS objects <-> the attribute objects of the addon's "ipvs" schema: what dumps read, and a
+// service's key for dump requests. The ops' messages are laid out by wire.ts.
 import { endianness } from 'node:os';
 
 import { constantsOf, type DumpTable } from '../../native/binding.js';
 import { bytesToIp, canonicalIp, ipTo16, maskToPrefix, prefixToMask, type Family } from '../../model/ip.js';
 import { bytesColumn, numberColumn, stringColumn, u32Column, type Column } from '../table.js';
 import type {
-  Destination,
-  DestinationKey,
   DestinationStatus,
   ForwardMethod,
   IpvsStats,
@@ -20,9 +19,9 @@ import type {
 const C = constantsOf('ipvs');
 const N = constantsOf('netlink');
 
-const AF: Record<Family, number> = { ipv4: N.AF_INET!, ipv6: N.AF_INET6! };
-const PROTO: Record<Protocol, number> = { tcp: N.IPPROTO_TCP!, udp: N.IPPROTO_UDP!, sctp: N.IPPROTO_SCTP! };
-const FWD: Record<ForwardMethod, number> = {
+export const AF: Record<Family, number> = { ipv4: N.AF_INET!, ipv6: N.AF_INET6! };
+export const PROTO: Record<Protocol, number> = { tcp: N.IPPROTO_TCP!, udp: N.IPPROTO_UDP!, sctp: N.IPPROTO_SCTP! };
+export const FWD: Record<ForwardMethod, number> = {
   masq: C.IP_VS_CONN_F_MASQ!,
   local: C.IP_VS_CONN_F_LOCALNODE!,
   tunnel: C.IP_VS_CONN_F_TUNNEL!,
@@ -121,35 +120,10 @@ const netmaskBuffers: Record<Family, SharedBuffers<number>> = {
   ipv6: new SharedBuffers((prefix) => netmaskBytes('ipv6', prefix)),
 };
 
-/** Every attribute NEW/SET_SERVICE requires: scheduler, flags, timeout, netmask. */
-export function serviceAttrs(s: VirtualService): Record<string, unknown> {
-  return {
-    ...serviceKeyAttrs(s),
-    schedName: s.scheduler,
-    flags: flagBuffers.get(flagsToBits(s.flags)),
-    timeout: s.timeout,
-    netmask: netmaskBuffers[s.family].get(s.netmask),
-    ...(s.pe ? { peName: s.pe } : {}),
-  };
-}
-
-/** Every attribute NEW/SET_DEST requires: address, port, forwarding, weight, thresholds. */
-export function destinationAttrs(d: Destination): Record<string, unknown> {
-  return {
-    addr: ipTo16(d.address),
-    port: d.port,
-    fwdMethod: FWD[d.forward],
-    weight: d.weight,
-    uThresh: d.upperThreshold,
-    lThresh: d.lowerThreshold,
-    addrFamily: AF[d.address.includes(':') ? 'ipv6' : 'ipv4'],
-  };
-}
-
-/** Attributes that identify a destination (for DEL_DEST). */
-export function destinationKeyAttrs(d: DestinationKey): Record<string, unknown> {
-  return { addr: ipTo16(d.address), port: d.port, addrFamily: AF[d.address.includes(':') ? 'ipv6' : 'ipv4'] };
-}
+/** FLAGS of a service (shared: read only). */
+export const flagsBytes = (s: VirtualService): Buffer => flagBuffers.get(flagsToBits(s.flags));
+/** NETMASK of a service (shared: read only). */
+export const netmaskOf = (s: VirtualService): Buffer => netmaskBuffers[s.family].get(s.netmask);
 
 const STAT_KEYS = ['conns', 'inPkts', 'outPkts', 'inBytes', 'outBytes', 'cps', 'inPps', 'outPps', 'inBps', 'outBps'] as const;
 
