@@ -179,7 +179,9 @@ export function isPlainDestination(d: unknown): boolean {
 export function isPlainServiceKey(k: unknown): boolean {
   if (typeof k !== 'object' || k === null || Array.isArray(k)) return false;
   const { family, protocol, address, port, fwmark } = k as Record<string, unknown>;
-  return fwmark === null && PROTOCOLS.includes(protocol as Protocol) && typeof address === 'string' && familyOf(address) === family && inRange(port, 65535);
+  if (fwmark !== null || !PROTOCOLS.includes(protocol as Protocol) || typeof address !== 'string' || !inRange(port, 65535)) return false;
+  const f = familyOf(address);
+  return f !== null && f === family; // not an address (null) is no family, whatever `family` holds
 }
 
 /** `tcp/10.96.0.10:80`, `udp/[2001:db8::1]:53`, `fwmark/6/ipv4`: names a service in logs and errors. */
