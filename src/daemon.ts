@@ -123,7 +123,7 @@ export async function runDaemon(config: Config, logger: Logger, early?: StartedS
   }
 }
 
-async function runWithSource(config: Config, logger: Logger, nodeName: string, { source, held, synced }: StartedSource, detection: Promise<Detection>): Promise<number> {
+async function runWithSource(config: Config, logger: Logger, nodeName: string, { source, held, synced, tracker }: StartedSource, detection: Promise<Detection>): Promise<number> {
   // The backend is detected while the IPVS mode programs the kernel: only its iptables step waits.
   const ipts = openIptables(detection, logger);
   const chosen = await chooseMode(config, logger);
@@ -139,7 +139,7 @@ async function runWithSource(config: Config, logger: Logger, nodeName: string, {
   const serviceHealth = new ServiceHealthServers({ proxyHealth: health, hostname: nodeName });
   // API mode: per-Service problems also become Events on the Service (not with --once/--dry-run).
   const events = !config.events || config.manifests || config.once || config.dryRun ? null : await (await import('./source/events.js')).eventRecorderFor({ kubeconfig: config.kubeconfig, master: config.master, nodeName, logger });
-  const common = { config, nodeName, logger, metrics, health, serviceHealth, ...(events ? { events } : {}) };
+  const common = { config, nodeName, logger, metrics, health, serviceHealth, tracker: await tracker, ...(events ? { events } : {}) };
   // Only the chosen mode's proxier is loaded (start-up time is mostly module loading).
   let ipvsProxier: IpvsProxier | null = null;
   const proxier: Proxier =
@@ -209,7 +209,8 @@ async function runWithSource(config: Config, logger: Logger, nodeName: string, {
     onError: (err) => logger.error({ err: err instanceof Error ? err.message : String(err) }, 'sync failed; will retry'),
   });
   const handler = proxier.handler(() => runner.run());
-  held.attach(events ? events.trackServices(handler) : handler);
+  events?.uidsFrom((service) => common.tracker.uidOf(service));
+  held.attach(handler);
   await synced;
   runner.start();
   runner.run();

@@ -281,6 +281,8 @@ export class ChangeTracker {
   readonly #endpoints = new Map<string, readonly EndpointInfo[]>();
   #node: NodeInfo | null = null;
   #changed = new Set<string>();
+  /** Each Service's uid (Events name the object by it: kubectl describe matches on it). */
+  readonly #uids = new Map<string, string>();
 
   /** A tracker for the node named `nodeName` (endpoints there are local). */
   constructor(nodeName: string) {
@@ -289,6 +291,8 @@ export class ChangeTracker {
 
   /** A Service was added or changed (`svc`) or deleted (null). `key` is `namespace/name`. */
   onService(key: string, svc: Service | null): void {
+    if (svc?.metadata.uid) this.#uids.set(key, svc.metadata.uid);
+    else this.#uids.delete(key);
     const old = this.#services.get(key) ?? [];
     let ports: ServicePortInfo[] = [];
     if (svc !== null) {
@@ -393,6 +397,11 @@ export class ChangeTracker {
   /** How many Services (with ports accepted) and EndpointSlices are held. */
   counts(): { services: number; endpointSlices: number } {
     return { services: this.#services.size, endpointSlices: this.#slices.size };
+  }
+
+  /** The uid of the Service `key` (`namespace/name`) as last delivered, if it had one. */
+  uidOf(key: string): string | undefined {
+    return this.#uids.get(key);
   }
 
   /** Current per-object problems (Services not programmed, slices or endpoints ignored). */

@@ -37,6 +37,7 @@ export function trackerHandler(
     },
     onError: (e) => deps.logger.error({ object: e.object, reason: e.reason }, 'rejected object'),
     onSynced: () => deps.logger.info('sources synced'),
+    onChanged: changed,
   };
 }
 

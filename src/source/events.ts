@@ -10,7 +10,6 @@ import http from 'node:http';
 import https from 'node:https';
 
 import type { Logger } from '../log.js';
-import type { SourceHandler } from './types.js';
 
 /** One problem to record on a Service. */
 export interface ServiceEvent {
@@ -113,7 +112,7 @@ function microTime(ms: number): string {
 /** Records ServiceEvents as events.k8s.io/v1 Events; see the file comment. */
 export class EventRecorder implements EventSink {
   readonly #o: Required<Omit<EventRecorderOptions, 'logger'>> & { logger: Logger | undefined };
-  readonly #uids = new Map<string, string>();
+  #uidOf: (service: string) => string | undefined = () => undefined;
   readonly #cache = new Map<string, Cached>();
   readonly #buckets = new Map<string, { tokens: number; at: number }>();
   readonly #queue = new Set<string>();
@@ -140,16 +139,9 @@ export class EventRecorder implements EventSink {
     };
   }
 
-  /** Wraps a SourceHandler to learn each Service's uid (kubectl describe matches Events by it). */
-  trackServices(handler: SourceHandler): SourceHandler {
-    return {
-      ...handler,
-      onService: (key, svc) => {
-        if (svc?.metadata.uid) this.#uids.set(key, svc.metadata.uid);
-        else this.#uids.delete(key);
-        handler.onService(key, svc);
-      },
-    };
+  /** Where each Service's uid is looked up (kubectl describe matches Events by it): the change tracker's uidOf. */
+  uidsFrom(uidOf: (service: string) => string | undefined): void {
+    this.#uidOf = uidOf;
   }
 
   /** Queues the Event (or a series update of the same one); never throws. */
@@ -176,7 +168,7 @@ export class EventRecorder implements EventSink {
       seen.lastMs = now;
     } else {
       const [namespace, name] = [e.service.slice(0, slash), e.service.slice(slash + 1)];
-      const uid = this.#uids.get(e.service);
+      const uid = this.#uidOf(e.service);
       const regarding = { apiVersion: 'v1', kind: 'Service', namespace, name, ...(uid ? { uid } : {}) };
       const body = {
         apiVersion: 'events.k8s.io/v1',

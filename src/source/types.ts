@@ -15,6 +15,11 @@ export interface SourceHandler {
    * sync before. Later relists (watch restarts, file changes) deliver only differences.
    */
   onSynced(): void;
+  /**
+   * Services and EndpointSlices went straight into the proxy's change tracker before this
+   * handler was attached (DeferredHandler.feed): take them as if they had come through here.
+   */
+  onChanged?(): void;
 }
 
 /** A source of the objects the proxy serves. */

@@ -231,6 +231,17 @@ describe('ChangeTracker', () => {
     expect(t.state().services.size).toBe(0);
   });
 
+  it('keeps each Service\'s uid (also of one whose ports are rejected) until it is deleted', () => {
+    const t = new ChangeTracker(NODE);
+    const withUid = (svc: Service, uid: string): Service => ({ ...svc, metadata: { ...svc.metadata, uid } });
+    t.onService('ns/web', withUid(service('web'), 'uid-1'));
+    t.onService('ns/bad', withUid(service('bad', { clusterIP: '10.96.0.300' }), 'uid-2'));
+    expect([t.uidOf('ns/web'), t.uidOf('ns/bad'), t.uidOf('ns/none')]).toEqual(['uid-1', 'uid-2', undefined]);
+    t.onService('ns/web', service('web'));
+    t.onService('ns/bad', null);
+    expect([t.uidOf('ns/web'), t.uidOf('ns/bad')]).toEqual([undefined, undefined]);
+  });
+
   it('keeps the unchanged endpoints of an updated slice as the objects it had (one copy per endpoint)', () => {
     const t = new ChangeTracker(NODE);
     t.onService('ns/web', service('web'));

@@ -16,7 +16,6 @@ import { ErrorReporter, healthCheckErrors, kernelErrors } from '../../src/proxy/
 import { IpvsProxier } from '../../src/proxy/ipvs/proxier.js';
 import { EventRecorder, kubeTransport, type EventSink, type ServiceEvent } from '../../src/source/events.js';
 import { loadKubeConfig } from '../../src/source/kubernetes.js';
-import type { SourceHandler } from '../../src/source/types.js';
 
 type Req = { method: string; url: string; contentType: string; body: Record<string, unknown> };
 
@@ -75,10 +74,7 @@ afterEach(async () => {
 describe('EventRecorder', () => {
   it('creates an events.k8s.io/v1 Event regarding the Service, with its uid', async () => {
     const rec = recorder();
-    const seen: string[] = [];
-    const inner = { onService: (k: string) => seen.push(k) } as unknown as SourceHandler;
-    rec.trackServices(inner).onService('demo/web', { metadata: { name: 'web', namespace: 'demo', uid: 'uid-web' } } as never);
-    expect(seen).toEqual(['demo/web']);
+    rec.uidsFrom((service) => (service === 'demo/web' ? 'uid-web' : undefined));
     rec.record(conflict);
     await rec.flush();
     expect(api.requests).toHaveLength(1);
@@ -270,7 +266,8 @@ describe('IpvsProxier → Events over HTTP', () => {
       events: rec,
       sysctl: () => [],
     });
-    const handler = rec.trackServices(proxier.handler(() => {}));
+    rec.uidsFrom((service) => proxier.tracker.uidOf(service));
+    const handler = proxier.handler(() => {});
     handler.onService('ns/web', svc('web', '10.96.0.10'));
     handler.onService('ns/thief', svc('thief', '10.96.0.11'));
     handler.onService('ns/fancy', svc('fancy', '10.96.0.12', { 'kube-ipvs-proxy.io/scheduler': 'fancy' }));

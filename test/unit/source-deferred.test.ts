@@ -14,6 +14,7 @@ function recorder(): SourceHandler & { calls: string[] } {
   const calls: string[] = [];
   return {
     calls,
+    onChanged: () => calls.push('changed'),
     onService: (k, s) => calls.push(s ? `svc ${k} ${s.spec.clusterIP}` : `svc- ${k}`),
     onEndpointSlice: (k, s) => calls.push(s ? `eps ${k}` : `eps- ${k}`),
     onNode: (n) => calls.push(n ? `node ${n.metadata.name}` : 'node-'),
@@ -49,5 +50,38 @@ describe('DeferredHandler', () => {
     expect(r.calls).toEqual(['node-']);
     d.onSynced();
     expect(r.calls).toEqual(['node-', 'synced']);
+  });
+
+  it('fed a tracker: what it held goes in at once, later objects as they arrive; attach reports them once, replays the rest', () => {
+    const d = new DeferredHandler();
+    d.onService('a/s1', svc('10.0.0.1'));
+    d.onNode(node);
+    const sink = recorder();
+    d.feed(sink);
+    expect(sink.calls).toEqual(['svc a/s1 10.0.0.1']);
+    d.onEndpointSlice('a/e1', eps('e1'));
+    d.onService('a/s1', null);
+    d.onError({ object: 'Service a/bad', reason: 'x' });
+    d.onSynced();
+    expect(sink.calls).toEqual(['svc a/s1 10.0.0.1', 'eps a/e1', 'svc- a/s1']);
+    const r = recorder();
+    d.attach(r);
+    expect(r.calls).toEqual(['changed', 'node n1', 'error Service a/bad', 'synced']);
+    d.onService('a/s2', svc('10.0.0.2'));
+    expect(r.calls.at(-1)).toBe('svc a/s2 10.0.0.2');
+    expect(sink.calls).toHaveLength(3); // the attached handler feeds the tracker itself
+  });
+
+  it('fed nothing before attach: no onChanged; a feed after attach is ignored', () => {
+    const d = new DeferredHandler();
+    d.feed(recorder());
+    const r = recorder();
+    d.attach(r);
+    expect(r.calls).toEqual([]);
+    const late = recorder();
+    d.feed(late);
+    d.onService('a/s1', svc('10.0.0.1'));
+    expect(late.calls).toEqual([]);
+    expect(r.calls).toEqual(['svc a/s1 10.0.0.1']);
   });
 });

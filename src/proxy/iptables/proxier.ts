@@ -54,6 +54,8 @@ export interface IptablesProxierOptions {
   serviceHealth?: ServiceHealthServers;
   /** Where per-Service problems are also recorded as Events (API mode). */
   events?: EventSink;
+  /** The change tracker the source already fed (DeferredHandler.feed); a new one by default. */
+  tracker?: ChangeTracker;
   /** The IPVS mode's dummy link, removed with its other leftovers; default kube-ipvs0. */
   dummyName?: string;
   /** Where --dry-run prints the restore input. */
@@ -134,7 +136,7 @@ export class IptablesProxier {
 
   constructor(private readonly o: IptablesProxierOptions) {
     this.errors = new ErrorReporter(o.logger, o.events);
-    this.tracker = new ChangeTracker(o.nodeName);
+    this.tracker = o.tracker ?? new ChangeTracker(o.nodeName);
     this.now = o.now ?? (() => performance.now());
     this.conntrack = new UdpConntrack(o.conntrack);
     for (const family of FAMILIES) {

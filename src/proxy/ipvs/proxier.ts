@@ -72,6 +72,8 @@ export interface ProxierOptions {
   serviceHealth?: ServiceHealthServers;
   /** Where per-Service problems are also recorded as Events (API mode). */
   events?: EventSink;
+  /** The change tracker the source already fed (DeferredHandler.feed); a new one by default. */
+  tracker?: ChangeTracker;
   /** Where --dry-run prints the plan. */
   out?: (text: string) => void;
   /** Writes sysctls (default: /proc/sys); returns the ones that failed. Tests pass a recorder. */
@@ -159,7 +161,7 @@ export class IpvsProxier {
       rules: () => this.rules(),
       nextSyncIn: () => this.o.nextSyncIn?.() ?? -1,
     });
-    this.tracker = new ChangeTracker(o.nodeName);
+    this.tracker = o.tracker ?? new ChangeTracker(o.nodeName);
     this.now = o.now ?? (() => performance.now());
   }
 
