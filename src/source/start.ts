@@ -54,6 +54,7 @@ export async function startSource(config: Config, logger: Logger): Promise<Start
     held.feed(t);
     return t;
   });
+  tracker.catch(() => {}); // awaited by the daemon before it builds the proxier
   // The addon once the first requests are on their way: loading it tunes glibc's malloc for the
   // bursts of the initial lists (tuneMalloc in native/addon.cc).
   await import('../native/binding.js');
