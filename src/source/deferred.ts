@@ -6,8 +6,8 @@
 // Once given the change tracker the proxier will use (feed()), Services and EndpointSlices go
 // into it as they arrive instead of being held: at 10,000 × 10 the proxier attaches when most of
 // the lists are in, and the objects held until then outlived the young generation only to become
-// garbage at the replay (heap at "caches synced" 68 → 53 MiB, CPU of a cold start in UML 8–22 %
-// less in 3 of 4 same-boot pairs). attach() then tells the handler (onChanged).
+// garbage at the replay (heap at "caches synced" 50–54 MiB against 53–84 MiB, CPU of a cold start
+// in UML 10–24 % less in 3 of 4 same-boot pairs). attach() then tells the handler (onChanged).
 import type { EndpointSlice, Node, Service } from '../model/k8s.js';
 import type { ObjectError } from '../model/service.js';
 import type { SourceHandler } from './types.js';
