@@ -119,8 +119,9 @@ function checkServiceKey(service: unknown, op: string): void {
 class OpEncoder {
   private readonly checked = new Set<ServiceKey>();
   readonly wire: IpvsWire;
-  constructor(familyId: number) {
-    this.wire = new IpvsWire(familyId);
+  /** `ops`: how many the batch has (a dest op is ~100 bytes: a one-change batch fits Node's buffer pool). */
+  constructor(familyId: number, ops: number) {
+    this.wire = new IpvsWire(familyId, Math.max(256, ops * 100));
   }
 
   /** Validates an op (throws ValidationError naming the field, and writes nothing) and appends its message. */
@@ -205,7 +206,7 @@ export class NetlinkIpvsClient implements IpvsClient {
   async apply(ops: readonly IpvsOp[]): Promise<IpvsResult[]> {
     const results: IpvsResult[] = new Array(ops.length);
     const sent: number[] = [];
-    const encoder = new OpEncoder(this.family.id);
+    const encoder = new OpEncoder(this.family.id, ops.length);
     ops.forEach((op, i) => {
       try {
         encoder.encode(op);

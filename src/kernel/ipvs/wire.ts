@@ -60,6 +60,7 @@ export class IpvsWire {
   /** Where each service's key nest was first written in this batch: later ops copy it. */
   readonly #keyAt = new Map<ServiceKey, { at: number; end: number }>();
 
+  /** `size`: the bytes to start with (the buffer doubles when full). */
   constructor(
     private readonly familyId: number,
     size = 16 * 1024,
