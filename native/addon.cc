@@ -37,23 +37,28 @@ const RootSchema& rootArg(const Napi::Value& v) {
   return *r;
 }
 
-// Appends messages laid out by the caller (`count` of them back to back, e.g. src/kernel/ipvs/wire.ts):
-// each must be a whole nlmsghdr-framed message; NLM_F_REQUEST and `extraFlags` are set on each.
+// Appends messages laid out by the caller (back to back, e.g. src/kernel/ipvs/wire.ts): each
+// header's length is checked, then all of them are copied at once; NLM_F_REQUEST and `extraFlags`
+// are set on each, and each gets its offset (its own result).
 void appendEncoded(Napi::Uint8Array raw, Builder& b, std::vector<size_t>& offsets, uint16_t extraFlags, uint32_t index) {
   const uint8_t* p = raw.Data();
-  size_t len = raw.ByteLength(), pos = 0;
-  while (pos < len) {
+  const size_t len = raw.ByteLength();
+  std::vector<size_t> starts;
+  for (size_t pos = 0; pos < len;) {
     nlmsghdr h;
     if (len - pos < sizeof h) throw CodecError("request " + std::to_string(index) + ": truncated message header");
     std::memcpy(&h, p + pos, sizeof h);
     if (h.nlmsg_len < NLMSG_HDRLEN || h.nlmsg_len > len - pos)
       throw CodecError("request " + std::to_string(index) + ": message length " + std::to_string(h.nlmsg_len) + " out of bounds");
-    size_t at = b.reserve(h.nlmsg_len);
-    if (!b.ok()) throw CodecError("request " + std::to_string(index) + ": message too large");
-    std::memcpy(b.at(at), p + pos, h.nlmsg_len);
-    reinterpret_cast<nlmsghdr*>(b.at(at))->nlmsg_flags |= uint16_t(NLM_F_REQUEST | extraFlags);
-    offsets.push_back(at);
+    starts.push_back(pos);
     pos += NLMSG_ALIGN(h.nlmsg_len);
+  }
+  size_t base = b.reserve(len);
+  if (!b.ok()) throw CodecError("request " + std::to_string(index) + ": message too large");
+  std::memcpy(b.at(base), p, len);
+  for (size_t s : starts) {
+    reinterpret_cast<nlmsghdr*>(b.at(base + s))->nlmsg_flags |= uint16_t(NLM_F_REQUEST | extraFlags);
+    offsets.push_back(base + s);
   }
 }
 

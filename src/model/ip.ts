@@ -10,9 +10,20 @@ export function familyOf(address: string): Family | null {
   return f === 4 ? 'ipv4' : f === 6 ? 'ipv6' : null;
 }
 
-function parseV4(text: string, out: Uint8Array, at: number): void {
-  const parts = text.split('.');
-  for (let i = 0; i < 4; i++) out[at + i] = Number(parts[i]);
+/** A valid dotted quad's 4 bytes into `out` at `at`, digit by digit (no split: it runs once per real server of a first sync). */
+export function parseV4(text: string, out: Uint8Array, at: number): void {
+  let octet = 0;
+  let i = at;
+  for (let k = 0; k < text.length; k++) {
+    const c = text.charCodeAt(k);
+    if (c === 0x2e) {
+      out[i++] = octet;
+      octet = 0;
+    } else {
+      octet = octet * 10 + (c - 0x30);
+    }
+  }
+  out[i] = octet;
 }
 
 /** Parses an IPv4 (4 bytes) or IPv6 (16 bytes) address; throws on anything else. */

@@ -7,7 +7,7 @@
 // Ops are expected valid (client.ts checks them first): nothing here checks a value.
 import { endianness } from 'node:os';
 
-import { ipToBytes } from '../../model/ip.js';
+import { ipToBytes, parseV4 } from '../../model/ip.js';
 import { constantsOf } from '../../native/binding.js';
 import { AF, FWD, PROTO, flagsBytes, netmaskOf } from './codec.js';
 import type { Destination, DestinationKey, ServiceKey, VirtualService } from './types.js';
@@ -20,7 +20,8 @@ function num(name: string): number {
   return v;
 }
 const LE = endianness() === 'LE';
-const NLM_F_REQUEST = 1;
+const NLM_F_REQUEST = constantsOf('netlink').NLM_F_REQUEST!;
+const GENL_VERSION = C.IPVS_GENL_VERSION!;
 const NLMSG_HDRLEN = 16;
 const GENL_HDRLEN = 4;
 const NLA_HDRLEN = 4;
@@ -72,6 +73,11 @@ export class IpvsWire {
   /** The messages written so far. */
   get count(): number {
     return this.#count;
+  }
+
+  /** Whether a message keyed by this service object was written (its key was checked then). */
+  knows(key: ServiceKey): boolean {
+    return this.#keyAt.has(key);
   }
 
   /** The bytes of the messages written so far (a view, valid until the next write). */
@@ -152,7 +158,7 @@ export class IpvsWire {
     v.setUint32(at + 8, 0, LE); // seq and pid: the addon's
     v.setUint32(at + 12, 0, LE);
     v.setUint8(at + 16, cmd);
-    v.setUint8(at + 17, C.IPVS_GENL_VERSION!);
+    v.setUint8(at + 17, GENL_VERSION);
     v.setUint16(at + 18, 0, LE);
     this.#len += NLMSG_HDRLEN + GENL_HDRLEN;
     return at;
@@ -218,9 +224,12 @@ export class IpvsWire {
   /** An address as the kernel's 16-byte union nf_inet_addr (IPv4 zero-padded). */
   #addr(type: number, address: string): void {
     const at = this.#attr(type, 16);
-    this.#buf.fill(0, at, at + 16);
-    if (address.includes(':')) this.#buf.set(ipToBytes(address), at);
-    else writeV4(this.#buf, at, address);
+    if (address.includes(':')) {
+      this.#buf.set(ipToBytes(address), at);
+    } else {
+      parseV4(address, this.#buf, at);
+      this.#buf.fill(0, at + 4, at + 16);
+    }
   }
 
   #copy(from: number, to: number): void {
@@ -228,20 +237,4 @@ export class IpvsWire {
     this.#buf.copyWithin(this.#len, from, to);
     this.#len += to - from;
   }
-}
-
-/** Dotted-quad digits straight into `out` (no split: one per real server of a first sync). */
-function writeV4(out: Buffer, at: number, address: string): void {
-  let octet = 0;
-  let i = at;
-  for (let k = 0; k < address.length; k++) {
-    const c = address.charCodeAt(k);
-    if (c === 0x2e) {
-      out[i++] = octet;
-      octet = 0;
-    } else {
-      octet = octet * 10 + (c - 0x30);
-    }
-  }
-  out[i] = octet;
 }
