@@ -195,9 +195,11 @@ describe('errors', () => {
     await write('a.yaml', svc('web', '10.96.0.10'));
     await write('b.yaml', docs(svc('dns', '10.96.0.53'), svc('web', '10.96.0.99')));
     const { rec } = await start();
+    // At start-up each file's objects are handed on once it is read; the duplicate is reported after the last file.
     expect(rec.events).toEqual([
+      'svc demo/web', 'svc demo/dns',
       `error ${join(dir, 'b.yaml')}#1 Service demo/web: duplicate of ${join(dir, 'a.yaml')}#0; ignored`,
-      'svc demo/web', 'svc demo/dns', 'node-', 'synced',
+      'node-', 'synced',
     ]);
     expect(rec.services.get('demo/web')?.spec.clusterIP).toBe('10.96.0.10');
   });
