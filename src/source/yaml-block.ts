@@ -66,6 +66,11 @@ class Reader {
   /** Where the last skipped block ended (the bracket balance is checked from there). */
   #skippedTo = 0;
   #unbalanced = false;
+  /** Set by #key: the offset after the key's colon, and whether the key was a plain scalar. */
+  #keyAfter = 0;
+  #keyPlain = false;
+  /** Set by #quoted: the offset after the closing quote. */
+  #quotedEnd = 0;
 
   constructor(
     readonly s: string,
@@ -132,7 +137,7 @@ class Reader {
         out.push(this.#blockValue(indent, depth, false));
       } else if (this.#isEntry(q)) {
         throw BAIL; // `- - x`
-      } else if (this.#key(q) !== null) {
+      } else if (this.#key(q) !== undefined) {
         out.push(this.#mapping(q - this.pos, q, false, depth + 1));
       } else {
         out.push(this.#inline(q));
@@ -149,22 +154,23 @@ class Reader {
     if (depth > MAX_DEPTH) throw BAIL;
     const out: Record<string, unknown> = {};
     for (;;) {
-      const k = this.#key(p);
-      if (k === null || k.name === '__proto__' || Object.hasOwn(out, k.name)) throw BAIL;
+      const name = this.#key(p);
+      if (name === undefined || name === '__proto__' || Object.hasOwn(out, name)) throw BAIL;
+      const after = this.#keyAfter;
       // As stripUnread's pattern: the name itself, the colon right after it.
-      const empty = atLineStart && k.plain && k.after - 1 - p === k.name.length ? this.skip.get(k.name) : undefined;
+      const empty = atLineStart && this.#keyPlain && after - 1 - p === name.length ? this.skip.get(name) : undefined;
       if (empty && this.#skippable()) {
-        out[k.name] = empty();
+        out[name] = empty();
         this.#skipBlock(indent);
       } else {
-        let q = k.after;
+        let q = after;
         while (this.s.charCodeAt(q) === SPACE) q++;
         const c = this.s.charCodeAt(q);
         if (q >= this.s.length || c === NL || c === HASH) {
           this.endLine(q);
-          out[k.name] = this.#blockValue(indent, depth, true);
+          out[name] = this.#blockValue(indent, depth, true);
         } else {
-          out[k.name] = this.#inline(q);
+          out[name] = this.#inline(q);
         }
       }
       const next = this.nextContent();
@@ -194,7 +200,8 @@ class Reader {
     let value: unknown;
     let end: number;
     if (c === 0x22 /* " */ || c === 0x27 /* ' */) {
-      [value, end] = this.#quoted(q);
+      value = this.#quoted(q);
+      end = this.#quotedEnd;
     } else if ((c === 0x5b /* [ */ && s.charCodeAt(q + 1) === 0x5d) || (c === 0x7b /* { */ && s.charCodeAt(q + 1) === 0x7d)) {
       value = c === 0x5b ? [] : {};
       end = q + 2;
@@ -207,14 +214,14 @@ class Reader {
         if (ch === COLON && isBreak(s, i + 1)) throw BAIL; // `a: b: c`
         if (ch !== SPACE) end = i + 1;
       }
-      value = plainScalar(s.slice(q, end));
+      value = plainValue(s, q, end);
     }
     this.endLine(end);
     return value;
   }
 
-  /** A one-line quoted scalar at q (no escapes in double quotes): [its text, the offset after it]. */
-  #quoted(q: number): [string, number] {
+  /** A one-line quoted scalar at q (no escapes in double quotes): its text; #quotedEnd is the offset after it. */
+  #quoted(q: number): string {
     const s = this.s;
     const quote = s[q]!;
     const nl = s.indexOf('\n', q);
@@ -222,7 +229,10 @@ class Reader {
     if (quote === '"') {
       for (let i = q + 1; i < eol; i++) {
         const c = s.charCodeAt(i);
-        if (c === 0x22) return [s.slice(q + 1, i), i + 1];
+        if (c === 0x22) {
+          this.#quotedEnd = i + 1;
+          return cachedText(s, q + 1, i);
+        }
         if (c === 0x5c /* backslash */) throw BAIL;
       }
       throw BAIL;
@@ -232,36 +242,47 @@ class Reader {
       const close = s.indexOf("'", from);
       if (close === -1 || close > eol) throw BAIL;
       text += s.slice(from, close);
-      if (s.charCodeAt(close + 1) !== 0x27) return [text, close + 1];
+      if (s.charCodeAt(close + 1) !== 0x27) {
+        this.#quotedEnd = close + 1;
+        return text;
+      }
       text += "'";
       from = close + 2;
     }
   }
 
-  /** The key at p, when the line holds `key:` there: its name, whether plain, the offset after the colon. */
-  #key(p: number): { name: string; plain: boolean; after: number } | null {
+  /**
+   * The key at p, when the line holds `key:` there: its name (undefined when there is none);
+   * #keyAfter is the offset after the colon, #keyPlain whether the key was a plain scalar.
+   */
+  #key(p: number): string | undefined {
     const s = this.s;
     const c = s.charCodeAt(p);
     if (c === 0x22 || c === 0x27) {
-      let q: number;
       let name: string;
       try {
-        [name, q] = this.#quoted(p);
+        name = this.#quoted(p);
       } catch {
-        return null;
+        return undefined;
       }
+      let q = this.#quotedEnd;
       while (s.charCodeAt(q) === SPACE) q++;
-      return s.charCodeAt(q) === COLON && isBreak(s, q + 1) ? { name, plain: false, after: q + 1 } : null;
+      if (s.charCodeAt(q) !== COLON || !isBreak(s, q + 1)) return undefined;
+      this.#keyAfter = q + 1;
+      this.#keyPlain = false;
+      return name;
     }
-    if (!plainStart(s, p)) return null;
+    if (!plainStart(s, p)) return undefined;
     for (let i = p; i < s.length && i - p <= MAX_KEY; i++) {
       const ch = s.charCodeAt(i);
-      if (ch === NL || (ch === HASH && s.charCodeAt(i - 1) === SPACE)) return null;
+      if (ch === NL || (ch === HASH && s.charCodeAt(i - 1) === SPACE)) return undefined;
       if (ch === 0x5b || ch === 0x5d || ch === 0x7b || ch === 0x7d || ch === 0x2c) throw BAIL; // [ ] { } ,
       if (ch === COLON && isBreak(s, i + 1)) {
         let end = i;
         while (s.charCodeAt(end - 1) === SPACE) end--;
-        return { name: String(plainScalar(s.slice(p, end))), plain: true, after: i + 1 };
+        this.#keyAfter = i + 1;
+        this.#keyPlain = true;
+        return plainKey(s, p, end);
       }
     }
     throw BAIL;
@@ -281,10 +302,16 @@ class Reader {
   }
 }
 
+/** The brackets balanced() counts; most text between unread fields has none. */
+const BRACKET = /[[\]{}]/g;
+
 /** True when every line in s[from, to) has as many closing brackets as opening ones. */
 export function balanced(s: string, from: number, to: number): boolean {
+  BRACKET.lastIndex = from;
+  const first = BRACKET.exec(s);
+  if (first === null || first.index >= to) return true;
   let depth = 0;
-  for (let i = from; i < to; i++) {
+  for (let i = first.index; i < to; i++) {
     const c = s.charCodeAt(i);
     if (c === 0x5b || c === 0x7b) depth++;
     else if (c === 0x5d || c === 0x7d) depth--;
@@ -313,6 +340,55 @@ export function blockEnd(s: string, lineStart: number, indent: number): number {
     end = next === -1 ? s.length : next;
   }
   return end;
+}
+
+/**
+ * Recent key names by length and first character: Kubernetes objects repeat a few dozen keys, and
+ * a name found here is taken as it is (already internalized) instead of sliced from the text and
+ * looked up in V8's string table (for each key of each object, most of the reader's time on them).
+ */
+const KEYS: string[] = new Array<string>(4096).fill('');
+
+/** The name of the plain key s[p, end). */
+function plainKey(s: string, p: number, end: number): string {
+  const len = end - p;
+  const slot = ((len & 63) << 6) | (s.charCodeAt(p) & 63);
+  const known = KEYS[slot]!;
+  if (known.length === len && s.startsWith(known, p)) return known;
+  const text = s.slice(p, end);
+  const name = String(plainScalar(text));
+  // The property key made of it: V8's internalized copy, which holds no slice of the text.
+  if (name === text) KEYS[slot] = Object.keys({ [name]: 0 })[0]!;
+  return name;
+}
+
+/**
+ * Recent short scalar texts by length, first and last character: the values Kubernetes objects
+ * repeat (namespaces, protocols, zones, node names, condition values) are one string each, as
+ * JSON.parse makes them, instead of one copy per object the proxy holds.
+ */
+const TEXTS: string[] = new Array<string>(13 * 256).fill('');
+/** Longest scalar text cached: V8 copies a substring this short (a longer one may be a view of the text). */
+const MAX_CACHED = 12;
+
+/** s[p, end) as a string, shared with an equal recent one when short. */
+function cachedText(s: string, p: number, end: number): string {
+  const len = end - p;
+  if (len > MAX_CACHED || len === 0) return s.slice(p, end);
+  const slot = (len << 8) | ((s.charCodeAt(p) & 15) << 4) | (s.charCodeAt(end - 1) & 15); // < 13 × 256
+  const known = TEXTS[slot]!;
+  if (known.length === len && s.startsWith(known, p)) return known;
+  return (TEXTS[slot] = s.slice(p, end));
+}
+
+/** The value of the plain scalar s[p, end). */
+function plainValue(s: string, p: number, end: number): unknown {
+  const c = s.charCodeAt(p);
+  // Texts that are no null, bool or number (plainScalar's first test) come from the cache.
+  const maybeTyped = c === 0x7e || c === 0x6e || c === 0x4e || c === 0x74 || c === 0x54 || c === 0x66 || c === 0x46 || c === 0x2b || c === 0x2d || c === 0x2e || (c >= 0x30 && c <= 0x39);
+  if (!maybeTyped) return cachedText(s, p, end);
+  const value = plainScalar(s.slice(p, end));
+  return typeof value === 'string' ? cachedText(s, p, end) : value;
 }
 
 /** A plain scalar may start at p (not an indicator; `-`, `?` and `:` only before a non-space). */
