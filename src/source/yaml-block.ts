@@ -66,6 +66,8 @@ class Reader {
   /** Where the last skipped block ended (the bracket balance is checked from there). */
   #skippedTo = 0;
   #unbalanced = false;
+  /** The offset of the first bracket at or after #skippedTo when last searched; -1: none left, -2: not searched. */
+  #bracket = -2;
   /** Set by #key: the offset after the key's colon, and whether the key was a plain scalar. */
   #keyAfter = 0;
   #keyPlain = false;
@@ -288,9 +290,18 @@ class Reader {
     throw BAIL;
   }
 
-  /** stripUnread's rule: no skipping once a line before this one has unbalanced brackets. */
+  /**
+   * stripUnread's rule: no skipping once a line before this one has unbalanced brackets. The
+   * lines are checked from the first bracket after the last skipped block (most text between
+   * unread fields has none), found by a regex and searched again only once passed.
+   */
   #skippable(): boolean {
-    if (!this.#unbalanced && !balanced(this.s, this.#skippedTo, this.pos)) this.#unbalanced = true;
+    if (this.#unbalanced) return false;
+    if (this.#bracket === -2 || (this.#bracket >= 0 && this.#bracket < this.#skippedTo)) {
+      BRACKET.lastIndex = this.#skippedTo;
+      this.#bracket = BRACKET.exec(this.s)?.index ?? -1;
+    }
+    if (this.#bracket >= 0 && this.#bracket < this.pos && !balanced(this.s, this.#bracket, this.pos)) this.#unbalanced = true;
     return !this.#unbalanced;
   }
 
@@ -302,16 +313,13 @@ class Reader {
   }
 }
 
-/** The brackets balanced() counts; most text between unread fields has none. */
+/** The brackets balanced() counts. */
 const BRACKET = /[[\]{}]/g;
 
 /** True when every line in s[from, to) has as many closing brackets as opening ones. */
 export function balanced(s: string, from: number, to: number): boolean {
-  BRACKET.lastIndex = from;
-  const first = BRACKET.exec(s);
-  if (first === null || first.index >= to) return true;
   let depth = 0;
-  for (let i = first.index; i < to; i++) {
+  for (let i = from; i < to; i++) {
     const c = s.charCodeAt(i);
     if (c === 0x5b || c === 0x7b) depth++;
     else if (c === 0x5d || c === 0x7d) depth--;
