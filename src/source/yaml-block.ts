@@ -359,10 +359,9 @@ const KEYS: string[] = new Array<string>(4096).fill('');
 
 /** The name of the plain key s[p, end). */
 function plainKey(s: string, p: number, end: number): string {
-  const len = end - p;
-  const slot = ((len & 63) << 6) | (s.charCodeAt(p) & 63);
-  const known = KEYS[slot]!;
-  if (known.length === len && s.startsWith(known, p)) return known;
+  const slot = (((end - p) & 63) << 6) | (s.charCodeAt(p) & 63);
+  const known = recent(KEYS, slot, s, p, end);
+  if (known !== undefined) return known;
   const text = s.slice(p, end);
   const name = String(plainScalar(text));
   // The property key made of it: V8's internalized copy, which holds no slice of the text.
@@ -384,17 +383,18 @@ function cachedText(s: string, p: number, end: number): string {
   const len = end - p;
   if (len > MAX_CACHED || len === 0) return s.slice(p, end);
   const slot = (len << 8) | ((s.charCodeAt(p) & 15) << 4) | (s.charCodeAt(end - 1) & 15); // < 13 × 256
-  const known = TEXTS[slot]!;
-  if (known.length === len && s.startsWith(known, p)) return known;
-  return (TEXTS[slot] = s.slice(p, end));
+  return recent(TEXTS, slot, s, p, end) ?? (TEXTS[slot] = s.slice(p, end));
+}
+
+/** The string in `cache[slot]` when it is the text s[p, end). */
+function recent(cache: readonly string[], slot: number, s: string, p: number, end: number): string | undefined {
+  const known = cache[slot]!;
+  return known.length === end - p && s.startsWith(known, p) ? known : undefined;
 }
 
 /** The value of the plain scalar s[p, end). */
 function plainValue(s: string, p: number, end: number): unknown {
-  const c = s.charCodeAt(p);
-  // Texts that are no null, bool or number (plainScalar's first test) come from the cache.
-  const maybeTyped = c === 0x7e || c === 0x6e || c === 0x4e || c === 0x74 || c === 0x54 || c === 0x66 || c === 0x46 || c === 0x2b || c === 0x2d || c === 0x2e || (c >= 0x30 && c <= 0x39);
-  if (!maybeTyped) return cachedText(s, p, end);
+  if (!typedStart(s.charCodeAt(p))) return cachedText(s, p, end);
   const value = plainScalar(s.slice(p, end));
   return typeof value === 'string' ? cachedText(s, p, end) : value;
 }
@@ -424,6 +424,8 @@ function isBreak(s: string, i: number): boolean {
  * `_`), float (decimal with `.` and/or exponent, `.inf`, `.nan`); else the text itself.
  */
 export function plainScalar(text: string): unknown {
+  const c = text.charCodeAt(0);
+  if (!typedStart(c)) return text;
   switch (text) {
     case '~': case 'null': case 'Null': case 'NULL':
       return null;
@@ -432,7 +434,6 @@ export function plainScalar(text: string): unknown {
     case 'false': case 'False': case 'FALSE':
       return false;
   }
-  const c = text.charCodeAt(0);
   // An int or a float starts with a sign, a digit or a dot.
   if (!(c === 0x2b || c === 0x2d || c === 0x2e || (c >= 0x30 && c <= 0x39))) return text;
   const int = yamlInt(text);
@@ -447,6 +448,11 @@ export function plainScalar(text: string): unknown {
     if (Number.isFinite(value)) return value;
   }
   return text;
+}
+
+/** A plain scalar starting with this character may be a null, a bool or a number (`~nNtTfF+-.` or a digit). */
+function typedStart(c: number): boolean {
+  return c === 0x7e || c === 0x6e || c === 0x4e || c === 0x74 || c === 0x54 || c === 0x66 || c === 0x46 || c === 0x2b || c === 0x2d || c === 0x2e || (c >= 0x30 && c <= 0x39);
 }
 
 /** js-yaml's float pattern (core schema). */
