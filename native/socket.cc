@@ -151,10 +151,17 @@ void NlSocket::batch(std::vector<uint8_t>& buf, const std::vector<size_t>& offse
       if (i > first && next - start > limits.maxBytes) break;
       h->nlmsg_seq = ++seq_;
       h->nlmsg_pid = portid_;
+      if (limits.errorsOnly) h->nlmsg_flags &= uint16_t(~NLM_F_ACK);
       end = next;
       i++;
     }
     size_t count = i - first, pending = count;
+    if (limits.errorsOnly) {
+      // Only the last message is acked; the others answer only on failure. The kernel handles
+      // the chunk in order, so once the last ack is in, every earlier answer is too.
+      headerAt(buf, offsets[i - 1])->nlmsg_flags |= NLM_F_ACK;
+      pending = 1;
+    }
     try {
       send(&buf[start], end - start);
     } catch (const SysError& e) {
@@ -180,7 +187,7 @@ void NlSocket::batch(std::vector<uint8_t>& buf, const std::vector<size_t>& offse
             res.err = info.err;
             res.extAck = info.extAck;
             if (info.echo) res.echo.assign(info.echo, info.echo + info.echoLen);
-            pending--;
+            if (!limits.errorsOnly || s == count - 1) pending--;
           } else if (m.hdr.nlmsg_type != NLMSG_DONE && m.hdr.nlmsg_type != NLMSG_NOOP) {
             const uint8_t* p = m.payload - NLMSG_HDRLEN;
             res.replies.emplace_back(p, p + m.hdr.nlmsg_len);
@@ -188,7 +195,10 @@ void NlSocket::batch(std::vector<uint8_t>& buf, const std::vector<size_t>& offse
         }
       }
     }
-    if (pending > 0) {
+    if (limits.errorsOnly && pending == 0 && !overrun)
+      for (size_t k = first; k < i; k++)
+        if (out[k].err < 0) out[k].err = 0;  // not answered before the last ack: succeeded
+    if (pending > 0 || (limits.errorsOnly && overrun)) {
       // Answers lost to a receive-buffer overrun: never reported as success.
       for (size_t k = first; k < i; k++)
         if (out[k].err < 0) out[k].err = overrun ? ENOBUFS : ETIMEDOUT;

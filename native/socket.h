@@ -30,6 +30,9 @@ struct OpResult {
 struct BatchLimits {
   size_t maxMessages = 1024;
   size_t maxBytes = 512 * 1024;
+  // Ack only the last message of each chunk: the kernel answers the others only if they fail, so
+  // a chunk of N changes costs one ack, not N (each an skb the kernel allocates and queues).
+  bool errorsOnly = false;
 };
 
 // One netlink socket. Thread-safe: every public call takes `mu` (one owner at a time).

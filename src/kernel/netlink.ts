@@ -13,7 +13,13 @@ import { NetlinkError, fromNative } from './errors.js';
 import { SerialQueue } from '../serial.js';
 
 /** What one op of a batch came to. */
-export type OpOutcome = { ok: true; replies: NlMessage[] } | { ok: false; error: NetlinkError; echo?: NlMessage };
+export type OpOutcome = { ok: true; replies: readonly NlMessage[] } | { ok: false; error: NetlinkError; echo?: NlMessage };
+
+/** The outcome of every op that succeeded without replies: one object, not one per op. */
+const DONE: OpOutcome = Object.freeze({ ok: true, replies: Object.freeze([]) });
+
+/** A success as a shared object (a batch of changes is mostly these): callers never change it. */
+export const OK: { readonly ok: true } = Object.freeze({ ok: true });
 
 /** Netlink messages laid out by the caller: `count` of them back to back in `bytes` (see wire.ts). */
 export interface EncodedRequests {
@@ -57,7 +63,7 @@ export class NetlinkConnection {
         throw fromNative(count === 1 ? l.op : `${schema}.batch`, e, count === 1 ? l.object : undefined);
       }
       return results.map((r, i): OpOutcome => {
-        if (r.errno === 0) return { ok: true, replies: r.replies ?? [] };
+        if (r.errno === 0) return r.replies ? { ok: true, replies: r.replies } : DONE;
         const l = label(i);
         const init = { op: l.op, code: r.code ?? native.errnoName(r.errno), errno: r.errno } as ConstructorParameters<typeof NetlinkError>[0];
         if (r.extAck) init.extAck = r.extAck;
@@ -69,7 +75,7 @@ export class NetlinkConnection {
   }
 
   /** Sends one request and returns its reply messages; throws a NetlinkError on failure. */
-  async request(schema: string, req: NlRequest, op: string, object?: string): Promise<NlMessage[]> {
+  async request(schema: string, req: NlRequest, op: string, object?: string): Promise<readonly NlMessage[]> {
     const [outcome] = await this.batch(schema, [req], () => (object ? { op, object } : { op }));
     if (!outcome) throw new NetlinkError({ op, code: 'EIO', errno: 5 });
     if (!outcome.ok) throw outcome.error;

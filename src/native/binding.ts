@@ -56,6 +56,11 @@ export interface BatchLimits {
    * kernel answers at once, and the trip to libuv's thread and back costs more than its work.
    */
   inline?: boolean;
+  /**
+   * Ack only the last message of each sendmsg; the others are answered only when they fail (an op
+   * not answered before that ack succeeded). For change batches: one ack skb per chunk, not per op.
+   */
+  errorsOnly?: boolean;
 }
 
 /** Dump options: attribute names (at any depth) the decoder skips, e.g. unneeded counters. */

@@ -1,11 +1,24 @@
-// The IPVS client's zod-free checks of real servers and service keys (types.ts isPlainDestination/-Key,
-// isPlainServiceKey) against
+// The IPVS client's zod-free checks of real servers, service keys and virtual services (types.ts
+// isPlainDestination/-Key, isPlainServiceKey, isPlainVirtualService) against
 // the schemas it stands in for: whatever it passes, the schema must accept; valid real servers
 // must pass it (else the shortcut is never taken).
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 
-import { destinationKeySchema, destinationSchema, FORWARD_METHODS, isPlainDestination, isPlainDestinationKey, isPlainServiceKey, PROTOCOLS, serviceKeySchema } from '../../src/kernel/ipvs/types.js';
+import {
+  destinationKeySchema,
+  destinationSchema,
+  FORWARD_METHODS,
+  isPlainDestination,
+  isPlainDestinationKey,
+  isPlainServiceKey,
+  isPlainVirtualService,
+  KNOWN_SCHEDULERS,
+  PROTOCOLS,
+  SERVICE_FLAGS,
+  serviceKeySchema,
+  virtualServiceSchema,
+} from '../../src/kernel/ipvs/types.js';
 
 const junk = fc.oneof(fc.constant(null), fc.constant(undefined), fc.double(), fc.constantFrom(-1, 1.5, 2 ** 53, 65536, 0x80000000, 2 ** 32, NaN, Infinity), fc.string({ maxLength: 4 }), fc.boolean(), fc.constant([]));
 const valid = {
@@ -66,5 +79,56 @@ describe('isPlainServiceKey', () => {
     expect(passed).toBeGreaterThan(50);
     expect(isPlainServiceKey({ family: 'ipv6', protocol: 'tcp', address: '10.0.0.1', port: 80, fwmark: null })).toBe(false);
     expect(isPlainServiceKey({ family: 'ipv4', protocol: null, address: null, port: null, fwmark: 6 })).toBe(false);
+  });
+});
+
+describe('isPlainVirtualService', () => {
+  const common = {
+    scheduler: fc.oneof(fc.constantFrom(...KNOWN_SCHEDULERS), fc.stringMatching(/^[a-z0-9_-]{1,15}$/)),
+    flags: fc.uniqueArray(fc.constantFrom(...SERVICE_FLAGS), { maxLength: 3 }),
+    timeout: fc.integer({ min: 0, max: 0xffffffff }),
+  };
+  const v4 = fc.record({ family: fc.constant('ipv4'), protocol: fc.constantFrom(...PROTOCOLS), address: fc.ipV4(), port: fc.integer({ min: 0, max: 65535 }), fwmark: fc.constant(null), ...common, netmask: fc.integer({ min: 0, max: 32 }) });
+  const v6 = fc.record({ family: fc.constant('ipv6'), protocol: fc.constantFrom(...PROTOCOLS), address: fc.ipV6(), port: fc.integer({ min: 0, max: 65535 }), fwmark: fc.constant(null), ...common, netmask: fc.integer({ min: 0, max: 128 }) });
+  const pe = fc.oneof(fc.constant(undefined), fc.constant(null), fc.constantFrom('sip', ''));
+
+  it('passes every valid virtual service keyed by protocol, address and port, as the schema does', () => {
+    fc.assert(fc.property(fc.oneof(v4, v6), pe, (s, p) => {
+      const svc = p === undefined ? s : { ...s, pe: p };
+      expect(isPlainVirtualService(svc)).toBe(true);
+      expect(virtualServiceSchema.safeParse(svc).success).toBe(true);
+    }), { numRuns: 2000 });
+  });
+
+  it('passes nothing the schema rejects (bad scheduler, flags, timeout, netmask or pe, broken keys)', () => {
+    const field = (a: fc.Arbitrary<unknown>) => fc.oneof({ weight: 8, arbitrary: a }, { weight: 1, arbitrary: junk });
+    const mixedService = fc.record({
+      family: field(fc.constantFrom('ipv4', 'ipv6')),
+      protocol: field(fc.constantFrom(...PROTOCOLS)),
+      address: field(fc.oneof(fc.ipV4(), fc.ipV6())),
+      port: field(fc.integer({ min: 0, max: 65535 })),
+      fwmark: field(fc.constant(null)),
+      scheduler: field(fc.oneof(fc.constantFrom(...KNOWN_SCHEDULERS), fc.constantFrom('', 'RR', 'a'.repeat(16), 'w r', 'lc\n'))),
+      flags: field(fc.oneof(fc.uniqueArray(fc.constantFrom(...SERVICE_FLAGS), { maxLength: 3 }), fc.constant(['nope']), fc.constant('persistent'))),
+      timeout: field(fc.integer({ min: 0, max: 0xffffffff })),
+      netmask: field(fc.integer({ min: 0, max: 129 })),
+      pe: fc.oneof(fc.constant(undefined), fc.constant(null), fc.constantFrom('sip', 'x'.repeat(16), 7)),
+    }, { requiredKeys: ['family', 'protocol', 'address', 'port', 'fwmark', 'scheduler', 'flags', 'timeout', 'netmask'] });
+    let passed = 0;
+    fc.assert(fc.property(fc.oneof({ weight: 9, arbitrary: mixedService }, { weight: 1, arbitrary: junk }), (s) => {
+      if (isPlainVirtualService(s)) (passed++, expect(virtualServiceSchema.safeParse(s).success).toBe(true));
+    }), { numRuns: 12000 });
+    expect(passed).toBeGreaterThan(50);
+    const ok = { family: 'ipv4', protocol: 'tcp', address: '10.0.0.1', port: 80, fwmark: null, scheduler: 'rr', flags: [], timeout: 0, netmask: 32 };
+    expect(isPlainVirtualService(ok)).toBe(true);
+    expect(isPlainVirtualService({ ...ok, netmask: 33 })).toBe(false);
+    expect(isPlainVirtualService({ ...ok, scheduler: 'Round-Robin' })).toBe(false);
+    expect(isPlainVirtualService({ ...ok, flags: ['persistent', 'bogus'] })).toBe(false);
+    expect(isPlainVirtualService({ ...ok, pe: 'a'.repeat(16) })).toBe(false);
+    for (const k of Object.keys(ok)) {
+      const missing: Record<string, unknown> = { ...ok };
+      delete missing[k];
+      expect(isPlainVirtualService(missing)).toBe(false);
+    }
   });
 });

@@ -3,7 +3,7 @@ import { z } from 'zod';
 
 import { constantsOf, type NlRequest } from '../../native/binding.js';
 import { NetlinkError, ValidationError } from '../errors.js';
-import { NetlinkConnection, type OpOutcome } from '../netlink.js';
+import { NetlinkConnection, OK, type OpOutcome } from '../netlink.js';
 import {
   FAMILY_NUMBER,
   NFGEN_HEADER,
@@ -340,7 +340,7 @@ function chunkEntries(pending: readonly number[], parsed: readonly Entry[], maxE
  */
 function settle(o: OpOutcome, chunk: readonly number[], type: string, name: string, texts: readonly string[], results: IpsetEntryResult[]): number {
   if (o.ok) {
-    for (const i of chunk) results[i] = { ok: true };
+    for (const i of chunk) results[i] = OK;
     return chunk.length;
   }
   const error = nameTypeSpecific(o.error, type);
@@ -348,7 +348,7 @@ function settle(o: OpOutcome, chunk: readonly number[], type: string, name: stri
   const at = lineno === undefined ? -1 : chunk.indexOf(lineno - 1);
   if (at < 0 && chunk.length > 1) return -1;
   const failed = at < 0 ? 0 : at;
-  for (let k = 0; k < failed; k++) results[chunk[k]!] = { ok: true };
+  for (let k = 0; k < failed; k++) results[chunk[k]!] = OK;
   results[chunk[failed]!] = { ok: false, error: aboutEntry(error, name, texts[chunk[failed]!]!) };
   return failed + 1;
 }

@@ -3,7 +3,7 @@ import type { z } from 'zod';
 
 import { constantsOf, type NlRequest } from '../../native/binding.js';
 import { NetlinkError, ValidationError } from '../errors.js';
-import { NetlinkConnection, resolveGenlFamily, type GenlFamily } from '../netlink.js';
+import { NetlinkConnection, OK, resolveGenlFamily, type GenlFamily } from '../netlink.js';
 import { dumpRows } from '../table.js';
 import { destinationReader, serviceReader, serviceKeyAttrs } from './codec.js';
 import {
@@ -13,6 +13,7 @@ import {
   isPlainDestination,
   isPlainDestinationKey,
   isPlainServiceKey,
+  isPlainVirtualService,
   serviceId,
   serviceKeySchema,
   virtualServiceSchema,
@@ -77,7 +78,8 @@ export type IpvsAvailability = { available: true; client: IpvsClient } | { avail
 
 /** Ops sent on the JS thread at most (see inlineBatch). */
 export const INLINE_MAX_OPS = 32;
-const INLINE = { inline: true } as const;
+const INLINE = { inline: true, errorsOnly: true } as const;
+const BULK = { errorsOnly: true } as const;
 
 /**
  * True when a batch is sent on the JS thread (BatchLimits.inline): a few real-server ops, which the
@@ -98,6 +100,9 @@ const OP_CMD: Record<IpvsOp['kind'], number> = {
   updateDestination: C.IPVS_CMD_SET_DEST!,
   deleteDestination: C.IPVS_CMD_DEL_DEST!,
 };
+
+/** `ipvs.<kind>`, the op's name in errors (not a string built per op). */
+const OP_NAME = Object.fromEntries(Object.keys(OP_CMD).map((k) => [k, `ipvs.${k}`])) as Record<IpvsOp['kind'], string>;
 
 function check<T>(schema: z.ZodType<T>, value: unknown, op: string, what: string): void {
   const r = schema.safeParse(value);
@@ -126,10 +131,10 @@ class OpEncoder {
 
   /** Validates an op (throws ValidationError naming the field, and writes nothing) and appends its message. */
   encode(op: IpvsOp): void {
-    const name = `ipvs.${op.kind}`;
+    const name = OP_NAME[op.kind];
     const cmd = OP_CMD[op.kind];
     if (op.kind === 'addService' || op.kind === 'updateService') {
-      check(virtualServiceSchema, op.service, name, 'service');
+      if (!isPlainVirtualService(op.service)) check(virtualServiceSchema, op.service, name, 'service');
       this.wire.service(cmd, op.service);
       return;
     }
@@ -216,10 +221,10 @@ export class NetlinkIpvsClient implements IpvsClient {
     const outcomes = await this.conn.batch('ipvs', { bytes: encoder.wire.bytes(), count: encoder.wire.count }, (j) => {
       const op = ops[sent[j]!]!;
       return { op: `ipvs.${op.kind}`, object: opObject(op) };
-    }, inlineBatch(ops) ? INLINE : undefined);
+    }, inlineBatch(ops) ? INLINE : BULK);
     outcomes.forEach((o, j) => {
       const i = sent[j]!;
-      results[i] = o.ok ? { ok: true } : { ok: false, error: explain(ops[i]!, o.error) };
+      results[i] = o.ok ? OK : { ok: false, error: explain(ops[i]!, o.error) };
     });
     return results;
   }

@@ -98,6 +98,8 @@ export interface IpvsInfo {
   connTableSize: number;
 }
 
+/** What the kernel takes as a scheduler's name (IP_VS_SCHEDNAME_MAXLEN 16 with its NUL). */
+const SCHEDULER_NAME = /^[a-z0-9_-]{1,15}$/;
 const u32 = z.number().int().min(0).max(0xffffffff);
 const port = z.number().int().min(0).max(65535);
 const ipAddress = z.string().refine((a) => familyOf(a) !== null, { message: 'not an IP address' });
@@ -127,7 +129,7 @@ export const serviceKeySchema = z.object(serviceKeyFields).superRefine(checkKey)
 export const virtualServiceSchema = z
   .object({
     ...serviceKeyFields,
-    scheduler: z.string().regex(/^[a-z0-9_-]{1,15}$/, 'invalid scheduler name (1-15 chars of [a-z0-9_-])'),
+    scheduler: z.string().regex(SCHEDULER_NAME, 'invalid scheduler name (1-15 chars of [a-z0-9_-])'),
     flags: z.array(z.enum(SERVICE_FLAGS)),
     timeout: u32,
     netmask: z.number().int().min(0).max(128),
@@ -182,6 +184,25 @@ export function isPlainServiceKey(k: unknown): boolean {
   if (fwmark !== null || !PROTOCOLS.includes(protocol as Protocol) || typeof address !== 'string' || !inRange(port, 65535)) return false;
   const f = familyOf(address);
   return f !== null && f === family; // not an address (null) is no family, whatever `family` holds
+}
+
+/**
+ * {@link isPlainServiceKey} for a whole VirtualService (virtualServiceSchema): a first sync at
+ * 10,000 Services adds 10,000, and zod's parse left ~2 KiB of garbage each (21 MiB, every page of
+ * it a fresh one in UML).
+ */
+export function isPlainVirtualService(s: unknown): boolean {
+  if (!isPlainServiceKey(s)) return false;
+  const { family, scheduler, flags, timeout, netmask, pe } = s as Record<string, unknown>;
+  return (
+    typeof scheduler === 'string' &&
+    SCHEDULER_NAME.test(scheduler) &&
+    Array.isArray(flags) &&
+    flags.every((f) => SERVICE_FLAGS.includes(f as ServiceFlag)) &&
+    inRange(timeout, 0xffffffff) &&
+    inRange(netmask, family === 'ipv4' ? 32 : 128) &&
+    (pe === undefined || pe === null || (typeof pe === 'string' && pe.length <= 15))
+  );
 }
 
 /** `tcp/10.96.0.10:80`, `udp/[2001:db8::1]:53`, `fwmark/6/ipv4`: names a service in logs and errors. */

@@ -4,7 +4,7 @@
 import { NetlinkError, isExist, isNotFound } from '../../kernel/errors.js';
 import { opObject, type IpvsOp, type IpvsResult } from '../../kernel/ipvs/client.js';
 import { bitsToFlags, flagsToBits } from '../../kernel/ipvs/codec.js';
-import { destinationId, serviceId, type Destination, type VirtualService } from '../../kernel/ipvs/types.js';
+import { destinationId, serviceId, type Destination, type ServiceKey, type VirtualService } from '../../kernel/ipvs/types.js';
 import { classify } from './errors.js';
 import { emptyDelta, type DesiredDelta } from './desired-index.js';
 import type { KernelClients } from './observe.js';
@@ -199,10 +199,15 @@ class Applier {
     this.observed.addresses.clear();
   }
 
+  /** The service of the last op marked and its id: a plan's ops come grouped by service. */
+  private markedService: ServiceKey | null = null;
+  private markedId = '';
+
   /** Folds an acknowledged op into the observed state. */
   private mark(op: IpvsOp): void {
     const vs = this.observed.virtualServers;
-    const id = serviceId(op.service);
+    if (op.service !== this.markedService) [this.markedService, this.markedId] = [op.service, serviceId(op.service)];
+    const id = this.markedId;
     const o = vs.get(id);
     switch (op.kind) {
       case 'addService':

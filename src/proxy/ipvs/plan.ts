@@ -196,7 +196,12 @@ class Planner {
 
   finish(): Pick<Plan, 'ipvs' | 'draining'> {
     const ipvs = [...this.services, ...this.destinations, ...this.destDeletes, ...this.serviceDeletes];
-    const at = new Map(ipvs.map((op, i) => [op, i]));
+    // Indexes of the ops drains refer to (few), not of every op (110,000 at a first sync of 10,000 Services).
+    const at = new Map<IpvsOp, number>();
+    for (const d of [...this.starts, ...this.ends]) if (d.op !== null) at.set(d.op, -1);
+    if (at.size > 0) {
+      for (let i = 0; i < ipvs.length; i++) if (at.has(ipvs[i]!)) at.set(ipvs[i]!, i);
+    }
     const idx = (op: IpvsOp | null): number | null => (op === null ? null : at.get(op)!);
     const start = this.starts.map((s) => ({ ...s, op: idx(s.op) }));
     const end = this.ends.map((e) => ({ ...e, op: idx(e.op) }));

@@ -125,6 +125,29 @@ describe('IPVS client against the kernel', () => {
     expect(normalize(ipvsadmSave())).toEqual(normalize([{ ...a, destinations: [] }, { ...b, destinations: [dst('10.255.255.2', 80)] }]));
   });
 
+  it('a batch of several sendmsg chunks: only failures are answered, each named, however the chunks fall', async () => {
+    // The kernel acks only the last message of each chunk (1,024 messages); every other message
+    // is answered only when it fails. Failures here: the last message of the first chunk, the
+    // first of the second, one in the middle of the third, and the very last message.
+    const a = v4(83, 'rr');
+    const ops: IpvsOp[] = [{ kind: 'addService', service: a }];
+    for (let j = 0; j < 2500; j++) ops.push({ kind: 'addDestination', service: a, destination: dst('10.255.255.2', 1000 + j) });
+    const dup: IpvsOp = { kind: 'addDestination', service: a, destination: dst('10.255.255.2', 1000) };
+    const failing = [1023, 1024, 2100];
+    for (const k of failing) ops[k] = dup;
+    ops.push(dup);
+    failing.push(ops.length - 1);
+    const results = await client.apply(ops);
+    const codes = results.map((r, i) => [i, r.ok ? 'ok' : r.error.code]).filter(([, c]) => c !== 'ok');
+    expect(codes).toEqual(failing.map((i) => [i, 'EEXIST']));
+    for (const i of failing) expect(results[i]).toMatchObject({ ok: false, error: { op: 'ipvs.addDestination', object: 'tcp/10.96.1.1:83 -> 10.255.255.2:1000' } });
+    expect(await client.listDestinations(a)).toHaveLength(2500 - 3);
+    expect(results[1]).toBe(results[2]); // every success is one shared object, not one per op
+    // A batch whose every message fails: each answered.
+    const again = await client.apply(ops.slice(1, 1500));
+    expect(again.every((r) => !r.ok && r.error.code === 'EEXIST')).toBe(true);
+  });
+
   it('a few real-server ops are sent on the JS thread (settled before the event loop turns), service ops on the addon\'s thread', async () => {
     const a = v4(80, 'rr');
     /** Runs `ops`; true when the event loop turned before the results came back. */
