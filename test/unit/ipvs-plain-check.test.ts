@@ -29,7 +29,17 @@ const valid = {
   upperThreshold: fc.integer({ min: 0, max: 0xffffffff }),
   lowerThreshold: fc.integer({ min: 0, max: 0xffffffff }),
 };
-const mixed = Object.fromEntries(Object.entries(valid).map(([k, a]) => [k, fc.oneof({ weight: 6, arbitrary: a as fc.Arbitrary<unknown> }, { weight: 1, arbitrary: junk })]));
+/** `a` most of the time, else junk. */
+const field = (a: fc.Arbitrary<unknown>, weight = 6) => fc.oneof({ weight, arbitrary: a }, { weight: 1, arbitrary: junk });
+const mixed = Object.fromEntries(Object.entries(valid).map(([k, a]) => [k, field(a as fc.Arbitrary<unknown>)]));
+/** The fields of a valid service key of `family` by protocol, address and port. */
+const keyFields = (family: 'ipv4' | 'ipv6') => ({
+  family: fc.constant(family),
+  protocol: fc.constantFrom(...PROTOCOLS),
+  address: family === 'ipv4' ? fc.ipV4() : fc.ipV6(),
+  port: fc.integer({ min: 0, max: 65535 }),
+  fwmark: fc.constant(null),
+});
 
 describe('isPlainDestination / isPlainDestinationKey', () => {
   it('pass every valid real server, as the schemas do', () => {
@@ -53,8 +63,8 @@ describe('isPlainDestination / isPlainDestinationKey', () => {
 });
 
 describe('isPlainServiceKey', () => {
-  const v4 = fc.record({ family: fc.constant('ipv4'), protocol: fc.constantFrom(...PROTOCOLS), address: fc.ipV4(), port: fc.integer({ min: 0, max: 65535 }), fwmark: fc.constant(null) });
-  const v6 = fc.record({ family: fc.constant('ipv6'), protocol: fc.constantFrom(...PROTOCOLS), address: fc.ipV6(), port: fc.integer({ min: 0, max: 65535 }), fwmark: fc.constant(null) });
+  const v4 = fc.record(keyFields('ipv4'));
+  const v6 = fc.record(keyFields('ipv6'));
 
   it('passes every valid key by protocol, address and port, as the schema does', () => {
     fc.assert(fc.property(fc.oneof(v4, v6), (k) => {
@@ -64,7 +74,6 @@ describe('isPlainServiceKey', () => {
   });
 
   it('passes nothing the schema rejects (wrong family, fwmark keys, broken or missing fields)', () => {
-    const field = (a: fc.Arbitrary<unknown>) => fc.oneof({ weight: 6, arbitrary: a }, { weight: 1, arbitrary: junk });
     const mixedKey = fc.record({
       family: field(fc.constantFrom('ipv4', 'ipv6')),
       protocol: field(fc.constantFrom(...PROTOCOLS, null)),
@@ -88,8 +97,8 @@ describe('isPlainVirtualService', () => {
     flags: fc.uniqueArray(fc.constantFrom(...SERVICE_FLAGS), { maxLength: 3 }),
     timeout: fc.integer({ min: 0, max: 0xffffffff }),
   };
-  const v4 = fc.record({ family: fc.constant('ipv4'), protocol: fc.constantFrom(...PROTOCOLS), address: fc.ipV4(), port: fc.integer({ min: 0, max: 65535 }), fwmark: fc.constant(null), ...common, netmask: fc.integer({ min: 0, max: 32 }) });
-  const v6 = fc.record({ family: fc.constant('ipv6'), protocol: fc.constantFrom(...PROTOCOLS), address: fc.ipV6(), port: fc.integer({ min: 0, max: 65535 }), fwmark: fc.constant(null), ...common, netmask: fc.integer({ min: 0, max: 128 }) });
+  const v4 = fc.record({ ...keyFields('ipv4'), ...common, netmask: fc.integer({ min: 0, max: 32 }) });
+  const v6 = fc.record({ ...keyFields('ipv6'), ...common, netmask: fc.integer({ min: 0, max: 128 }) });
   const pe = fc.oneof(fc.constant(undefined), fc.constant(null), fc.constantFrom('sip', ''));
 
   it('passes every valid virtual service keyed by protocol, address and port, as the schema does', () => {
@@ -101,17 +110,17 @@ describe('isPlainVirtualService', () => {
   });
 
   it('passes nothing the schema rejects (bad scheduler, flags, timeout, netmask or pe, broken keys)', () => {
-    const field = (a: fc.Arbitrary<unknown>) => fc.oneof({ weight: 8, arbitrary: a }, { weight: 1, arbitrary: junk });
+    const often = (a: fc.Arbitrary<unknown>) => field(a, 8);
     const mixedService = fc.record({
-      family: field(fc.constantFrom('ipv4', 'ipv6')),
-      protocol: field(fc.constantFrom(...PROTOCOLS)),
-      address: field(fc.oneof(fc.ipV4(), fc.ipV6())),
-      port: field(fc.integer({ min: 0, max: 65535 })),
-      fwmark: field(fc.constant(null)),
-      scheduler: field(fc.oneof(fc.constantFrom(...KNOWN_SCHEDULERS), fc.constantFrom('', 'RR', 'a'.repeat(16), 'w r', 'lc\n'))),
-      flags: field(fc.oneof(fc.uniqueArray(fc.constantFrom(...SERVICE_FLAGS), { maxLength: 3 }), fc.constant(['nope']), fc.constant('persistent'))),
-      timeout: field(fc.integer({ min: 0, max: 0xffffffff })),
-      netmask: field(fc.integer({ min: 0, max: 129 })),
+      family: often(fc.constantFrom('ipv4', 'ipv6')),
+      protocol: often(fc.constantFrom(...PROTOCOLS)),
+      address: often(fc.oneof(fc.ipV4(), fc.ipV6())),
+      port: often(fc.integer({ min: 0, max: 65535 })),
+      fwmark: often(fc.constant(null)),
+      scheduler: often(fc.oneof(fc.constantFrom(...KNOWN_SCHEDULERS), fc.constantFrom('', 'RR', 'a'.repeat(16), 'w r', 'lc\n'))),
+      flags: often(fc.oneof(fc.uniqueArray(fc.constantFrom(...SERVICE_FLAGS), { maxLength: 3 }), fc.constant(['nope']), fc.constant('persistent'))),
+      timeout: often(fc.integer({ min: 0, max: 0xffffffff })),
+      netmask: often(fc.integer({ min: 0, max: 129 })),
       pe: fc.oneof(fc.constant(undefined), fc.constant(null), fc.constantFrom('sip', 'x'.repeat(16), 7)),
     }, { requiredKeys: ['family', 'protocol', 'address', 'port', 'fwmark', 'scheduler', 'flags', 'timeout', 'netmask'] });
     let passed = 0;
