@@ -101,7 +101,7 @@ const OP_CMD: Record<IpvsOp['kind'], number> = {
   deleteDestination: C.IPVS_CMD_DEL_DEST!,
 };
 
-/** `ipvs.<kind>`, the op's name in errors (not a string built per op). */
+/** `ipvs.<kind>`, the op's name in errors and validation messages (not a string built per op). */
 const OP_NAME = Object.fromEntries(Object.keys(OP_CMD).map((k) => [k, `ipvs.${k}`])) as Record<IpvsOp['kind'], string>;
 
 function check<T>(schema: z.ZodType<T>, value: unknown, op: string, what: string): void {
@@ -220,7 +220,7 @@ export class NetlinkIpvsClient implements IpvsClient {
     });
     const outcomes = await this.conn.batch('ipvs', { bytes: encoder.wire.bytes(), count: encoder.wire.count }, (j) => {
       const op = ops[sent[j]!]!;
-      return { op: `ipvs.${op.kind}`, object: opObject(op) };
+      return { op: OP_NAME[op.kind], object: opObject(op) };
     }, inlineBatch(ops) ? INLINE : BULK);
     outcomes.forEach((o, j) => {
       const i = sent[j]!;
