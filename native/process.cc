@@ -1,17 +1,25 @@
-// Child processes started with posix_spawn: glibc runs it as clone(CLONE_VM | CLONE_VFORK), so
-// starting a command costs the same whatever the daemon's size. libuv (child_process) forks,
-// which copies the page tables of the whole heap on the JS thread: ~1 ms per 30 MiB on a host,
-// ~100 ms for an 80 MiB daemon in UML, and iptables-save/-restore run on every sync.
-//   spawn(file, args, env?) -> { pid, stdin, stdout, stderr }   pipe fds, ours to close
-//   waitExit(pid) -> Promise<{ code, signal }>                    waited on a thread of its own
+// Child processes started with posix_spawn, on a thread of their own. glibc runs posix_spawn as
+// clone(CLONE_VM | CLONE_VFORK), so starting a command costs the same whatever the daemon's size
+// (libuv's child_process forks, copying the page tables of the whole heap on the JS thread: ~1 ms
+// per 30 MiB on a host, ~100 ms for an 80 MiB daemon in UML). The vfork parent waits until the
+// child has exec'd (~100 ms of kernel work in UML): that thread waits, not the JS thread. The
+// thread then waits for the child's exit.
+//   spawn(file, args, env?, nice?) -> Promise<{ pid, stdin, stdout, stderr, exited }>
+//     stdin/stdout/stderr: pipe fds, ours to close; exited: Promise<{ code, signal }>
+//   nice: the child's nice value (0: the daemon's own). Linux keeps nice per thread and a child
+//   inherits its creating thread's: the spawning thread takes it, so the child runs at it from
+//   its first instruction and the daemon's other threads keep theirs.
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -58,23 +66,38 @@ void closeAll(std::initializer_list<int> fds) {
     if (fd >= 0) close(fd);
 }
 
+std::string signalName(int sig) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
+  if (const char* abbrev = sigabbrev_np(sig)) return std::string("SIG") + abbrev;
+#endif
+  return "SIG" + std::to_string(sig);
+}
+
+// One command: what to start (copied on the JS thread) and, once started, its pid and our pipe
+// ends. Owned by the thread; the JS-thread callbacks run in the order the thread queued them.
+struct Child {
+  std::string file;
+  std::vector<std::string> argv;  // argv[0] is file
+  std::vector<std::string> envv;  // the given environment, or a copy of this process's
+  int nice = 0;
+  Napi::Promise::Deferred started;
+  Napi::Promise::Deferred* exited = nullptr;  // made by the started callback, on the JS thread
+  int err = 0;                                // posix_spawn's or pipe2's errno, or 0
+  pid_t pid = -1;
+  int stdinFd = -1, stdoutFd = -1, stderrFd = -1;
+  explicit Child(Napi::Env env) : started(Napi::Promise::Deferred::New(env)) {}
+};
+
 // The child gets the pipes' far ends as 0/1/2 (dup2 clears their close-on-exec), default signal
 // dispositions (Node ignores SIGPIPE, and an ignored signal stays ignored across exec) and an
-// empty signal mask, as libuv gives its children.
-Napi::Value Spawn(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  if (!info[0].IsString()) throw Napi::TypeError::New(env, "file: expected a string");
-  std::string file = info[0].As<Napi::String>().Utf8Value();
-  std::vector<std::string> argv = strings(info[1], "args");
-  argv.insert(argv.begin(), file);
-  bool ownEnv = !info[2].IsUndefined() && !info[2].IsNull();
-  std::vector<std::string> envv = ownEnv ? strings(info[2], "env") : std::vector<std::string>{};
-
+// empty signal mask, as libuv gives its children. Runs on the child's thread; sets c.err or c.pid.
+void start(Child& c) {
+  if (c.nice != 0) setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), c.nice);  // best effort
   int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
   if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
-    int e = errno;
+    c.err = errno;
     closeAll({in[0], in[1], out[0], out[1], err[0], err[1]});
-    throw spawnError(env, e, file);
+    return;
   }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -89,59 +112,86 @@ Napi::Value Spawn(const Napi::CallbackInfo& info) {
   posix_spawnattr_setsigdefault(&attr, &all);
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-  std::vector<char*> args = pointers(argv);
-  std::vector<char*> envp = pointers(envv);
-  pid_t pid = -1;
-  int rc = posix_spawnp(&pid, file.c_str(), &actions, &attr, args.data(), ownEnv ? envp.data() : environ);
+  std::vector<char*> args = pointers(c.argv);
+  std::vector<char*> envp = pointers(c.envv);
+  int rc = posix_spawnp(&c.pid, c.file.c_str(), &actions, &attr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   closeAll({in[0], out[1], err[1]});
   if (rc != 0) {
     closeAll({in[1], out[0], err[0]});
-    throw spawnError(env, rc, file);
+    c.err = rc;
+    return;
   }
-  Napi::Object r = Napi::Object::New(env);
-  r.Set("pid", Napi::Number::New(env, pid));
-  r.Set("stdin", Napi::Number::New(env, in[1]));
-  r.Set("stdout", Napi::Number::New(env, out[0]));
-  r.Set("stderr", Napi::Number::New(env, err[0]));
-  return r;
+  c.stdinFd = in[1];
+  c.stdoutFd = out[0];
+  c.stderrFd = err[0];
 }
 
-std::string signalName(int sig) {
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
-  if (const char* abbrev = sigabbrev_np(sig)) return std::string("SIG") + abbrev;
-#endif
-  return "SIG" + std::to_string(sig);
-}
-
-// One thread per child, blocked in waitpid (a thread-pool worker would hold a slot that netlink
-// and fs work need for as long as the command runs). libuv reaps only the children it started.
-Napi::Value WaitExit(const Napi::CallbackInfo& info) {
+// The JS thread is not blocked for the child's exec (posix_spawn's vfork) nor its run: one thread
+// per child starts it and then waits in waitpid (a thread-pool worker would hold a slot that
+// netlink and fs work need for as long as the command runs). libuv reaps only its own children.
+Napi::Value Spawn(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (!info[0].IsNumber()) throw Napi::TypeError::New(env, "pid: expected a number");
-  pid_t pid = info[0].As<Napi::Number>().Int32Value();
-  auto* deferred = new Napi::Promise::Deferred(env);
-  Napi::Promise promise = deferred->Promise();
-  auto tsfn = Napi::ThreadSafeFunction::New(env, Napi::Function(), "kip.waitExit", 0, 1);
-  std::thread([pid, deferred, tsfn]() mutable {
+  if (!info[0].IsString()) throw Napi::TypeError::New(env, "file: expected a string");
+  auto c = std::make_unique<Child>(env);
+  c->file = info[0].As<Napi::String>().Utf8Value();
+  c->argv = strings(info[1], "args");
+  c->argv.insert(c->argv.begin(), c->file);
+  if (!info[2].IsUndefined() && !info[2].IsNull()) {
+    c->envv = strings(info[2], "env");
+  } else {
+    for (char** e = environ; *e != nullptr; e++) c->envv.emplace_back(*e);
+  }
+  if (!info[3].IsUndefined()) {
+    if (!info[3].IsNumber()) throw Napi::TypeError::New(env, "nice: expected a number");
+    c->nice = info[3].As<Napi::Number>().Int32Value();
+  }
+  Napi::Promise promise = c->started.Promise();
+  auto tsfn = Napi::ThreadSafeFunction::New(env, Napi::Function(), "kip.spawn", 0, 1);
+  std::thread([child = c.release(), tsfn]() mutable {
+    Child& c = *child;
+    start(c);
+    const bool failed = c.err != 0;  // once the callback is queued, a failed child is its to delete
+    tsfn.BlockingCall([child](Napi::Env env, Napi::Function) {
+      Child& c = *child;
+      if (c.err != 0) {
+        c.started.Reject(spawnError(env, c.err, c.file).Value());
+        delete child;
+        return;
+      }
+      c.exited = new Napi::Promise::Deferred(env);
+      Napi::Object r = Napi::Object::New(env);
+      r.Set("pid", Napi::Number::New(env, c.pid));
+      r.Set("stdin", Napi::Number::New(env, c.stdinFd));
+      r.Set("stdout", Napi::Number::New(env, c.stdoutFd));
+      r.Set("stderr", Napi::Number::New(env, c.stderrFd));
+      r.Set("exited", c.exited->Promise());
+      c.started.Resolve(r);
+    });
+    if (failed) {
+      tsfn.Release();
+      return;
+    }
     int status = 0;
     int rc;
-    do rc = waitpid(pid, &status, 0);
+    do rc = waitpid(c.pid, &status, 0);
     while (rc < 0 && errno == EINTR);
     int werr = rc < 0 ? errno : 0;
-    tsfn.BlockingCall([deferred, status, werr](Napi::Env env, Napi::Function) {
+    tsfn.BlockingCall([child, status, werr](Napi::Env env, Napi::Function) {
+      std::unique_ptr<Child> owned(child);
+      Napi::Promise::Deferred* exited = owned->exited;
       if (werr) {
         Napi::Error e = Napi::Error::New(env, std::string("waitpid: ") + strerror(werr));
         e.Set("code", errnoName(werr));
-        deferred->Reject(e.Value());
+        exited->Reject(e.Value());
       } else {
         Napi::Object r = Napi::Object::New(env);
         r.Set("code", WIFEXITED(status) ? Napi::Value(Napi::Number::New(env, WEXITSTATUS(status))) : env.Null());
         r.Set("signal", WIFSIGNALED(status) ? Napi::Value(Napi::String::New(env, signalName(WTERMSIG(status)))) : env.Null());
-        deferred->Resolve(r);
+        exited->Resolve(r);
       }
-      delete deferred;
+      delete exited;
     });
     tsfn.Release();
   }).detach();
@@ -152,7 +202,6 @@ Napi::Value WaitExit(const Napi::CallbackInfo& info) {
 
 void initProcess(Napi::Env env, Napi::Object exports) {
   exports.Set("spawn", Napi::Function::New<Spawn>(env, "spawn"));
-  exports.Set("waitExit", Napi::Function::New<WaitExit>(env, "waitExit"));
 }
 
 }  // namespace kip

@@ -5,7 +5,7 @@
 
 namespace kip {
 
-// Adds spawn(file, args, env?) and waitExit(pid) to the addon's exports.
+// Adds spawn(file, args, env?, nice?) to the addon's exports.
 void initProcess(Napi::Env env, Napi::Object exports);
 
 }  // namespace kip

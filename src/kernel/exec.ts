@@ -19,7 +19,16 @@ export interface ExecOptions {
   env?: NodeJS.ProcessEnv;
   /** Kill the command (SIGKILL) after this long. */
   timeoutMs?: number;
+  /**
+   * The command's nice value (default 0, the daemon's own). Background probes take
+   * {@link BACKGROUND_NICE}: on a node with a CPU or two they do not take it from the list
+   * decode and the first writes, which do not wait for them.
+   */
+  nice?: number;
 }
+
+/** The nice value of commands whose result is not waited for yet (the start-up's iptables probes). */
+export const BACKGROUND_NICE = 10;
 
 /**
  * Runs a command without a shell. Resolves with its exit status whatever it is; rejects only
@@ -28,13 +37,14 @@ export interface ExecOptions {
 export type Exec = (file: string, args: readonly string[], opts?: ExecOptions) => Promise<ExecResult>;
 
 /**
- * The real {@link Exec}: the addon's posix_spawn (no copy of the daemon's page tables, unlike
- * child_process's fork; see native/process.cc), stdio piped through net.Sockets. Resolves once
- * the command has exited and its output ended, as child_process's 'close'.
+ * The real {@link Exec}: the addon's posix_spawn on a thread of its own (no copy of the daemon's
+ * page tables, unlike child_process's fork, and no wait on the JS thread for the exec; see
+ * native/process.cc), stdio piped through net.Sockets. Resolves once the command has exited and
+ * its output ended, as child_process's 'close'.
  */
 export const spawnExec: Exec = async (file, args, opts = {}) => {
   const env = opts.env && Object.entries(opts.env).flatMap(([k, v]) => (v === undefined ? [] : [`${k}=${v}`]));
-  const p = native.spawn(file, args, env);
+  const p = await native.spawn(file, args, env ?? null, opts.nice ?? 0);
   const stdin = new Socket({ fd: p.stdin, readable: false, writable: true });
   const collect = (fd: number): Promise<string> =>
     new Promise((resolve) => {
@@ -51,7 +61,7 @@ export const spawnExec: Exec = async (file, args, opts = {}) => {
   stdin.end(opts.input ?? '');
   const timer = opts.timeoutMs === undefined ? undefined : setTimeout(() => kill(p.pid), opts.timeoutMs);
   try {
-    const [{ code, signal }, [stdout, stderr]] = await Promise.all([native.waitExit(p.pid), output]);
+    const [{ code, signal }, [stdout, stderr]] = await Promise.all([p.exited, output]);
     return { code, signal, stdout, stderr };
   } finally {
     clearTimeout(timer);

@@ -131,21 +131,22 @@ export interface NativeAddon {
   releaseMemory(full: boolean): void;
   constants: Record<string, ConstantGroup>;
   /**
-   * Starts `file` (searched in PATH) with posix_spawn: stdio are pipes whose other ends are
-   * returned (ours to close); `env` as `K=V` strings, or this process's environment. Throws an
-   * Error with `code` (ENOENT, …) when it cannot be started.
+   * Starts `file` (searched in PATH) with posix_spawn, on a thread of its own (the JS thread waits
+   * neither for the exec nor the exit): stdio are pipes whose other ends are returned (ours to
+   * close); `env` as `K=V` strings, or this process's environment; `nice`, the child's nice value
+   * (default 0: the daemon's). Rejects with an Error with `code` (ENOENT, …) when it cannot be started.
    */
-  spawn(file: string, args: readonly string[], env?: readonly string[]): SpawnedProcess;
-  /** Resolves when process `pid` (started by spawn) has exited: its exit code, or the signal that ended it. */
-  waitExit(pid: number): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  spawn(file: string, args: readonly string[], env?: readonly string[] | null, nice?: number): Promise<SpawnedProcess>;
 }
 
-/** A process started by `spawn`: its pid and our ends of its stdio pipes. */
+/** A process started by `spawn`: its pid, our ends of its stdio pipes, and its exit. */
 export interface SpawnedProcess {
   pid: number;
   stdin: number;
   stdout: number;
   stderr: number;
+  /** Resolves when it has exited: its exit code, or the signal that ended it. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
 function findAddon(): string {

@@ -1,3 +1,5 @@
+import os from 'node:os';
+
 import { describe, expect, it } from 'vitest';
 
 import { spawnExec } from '../../src/kernel/exec.js';
@@ -32,6 +34,15 @@ describe('spawnExec (posix_spawn)', () => {
     const bits = (name: string) => BigInt(`0x${new RegExp(`^${name}:\\s+(\\w+)$`, 'm').exec(status)![1]}`) & 0x7fffffffn;
     expect(bits('SigIgn')).toBe(0n);
     expect(bits('SigBlk')).toBe(0n);
+  });
+
+  it('runs the command at the given nice value; the daemon and the next command keep theirs', async () => {
+    // field 19 of /proc/<pid>/stat (after the parenthesised command name) is the nice value
+    const niceOf = (stat: string) => Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+    const own = os.getPriority();
+    expect(niceOf((await spawnExec('cat', ['/proc/self/stat'], { nice: 5 })).stdout)).toBe(Math.min(19, own + 5));
+    expect(niceOf((await spawnExec('cat', ['/proc/self/stat'])).stdout)).toBe(own);
+    expect(os.getPriority()).toBe(own);
   });
 
   it('rejects with the errno code when the command cannot be started', async () => {
