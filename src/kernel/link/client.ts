@@ -56,6 +56,12 @@ export interface LinkClient {
 
 const N = constantsOf('netlink');
 
+/**
+ * Address changes ask no ack of each message (only of each sendmsg chunk's last; a failing one is
+ * answered anyway): a first sync binds one address per Service IP, thousands in one batch.
+ */
+const ERRORS_ONLY = { errorsOnly: true } as const;
+
 /** rtnl.addr attributes parseAddress does not read: not decoded (a JS object per attribute per address). */
 const UNREAD_ADDRESS_ATTRS = ['label', 'broadcast', 'anycast', 'cacheInfo', 'multicast', 'rtPriority', 'proto'];
 
@@ -188,7 +194,7 @@ export class NetlinkLinkClient implements LinkClient {
     if (parsed.length > 0) {
       const target = await this.resolve(op, link);
       const requests: NlRequest[] = parsed.map((p) => addressRequest(kind, target.index, p.address));
-      const outcomes = await this.conn.batch('rtnl.addr', requests, (j) => ({ op, object: `${parsed[j]!.address} dev ${target.name}` }));
+      const outcomes = await this.conn.batch('rtnl.addr', requests, (j) => ({ op, object: `${parsed[j]!.address} dev ${target.name}` }), ERRORS_ONLY);
       outcomes.forEach((o, j) => {
         const { i, address } = parsed[j]!;
         results[i] = o.ok ? { address, ok: true } : { address, ok: false, error: o.error };

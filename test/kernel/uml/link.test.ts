@@ -108,6 +108,23 @@ describe('addresses on kube-ipvs0', () => {
     expect(await connectMany({ host: 'fd00:96:3::1', port: 8080, count: 1 })).toEqual(['on-dummy6']);
   });
 
+  it('a batch over several sendmsg chunks (acks asked only of each chunk\'s last) reports every failure at its index', async () => {
+    const all = Array.from({ length: 2600 }, (_, i) => `10.101.${i >> 8}.${i & 255}`);
+    // Already bound: the first, the last, and every 97th (some at or next to a chunk's end).
+    const taken = all.filter((_, i) => i === 0 || i === all.length - 1 || i % 97 === 96 || i === 1023 || i === 1024);
+    await client.addAddresses('kube-ipvs0', taken);
+    const results = await client.addAddresses('kube-ipvs0', all);
+    const failed = results.flatMap((r, i) => (r.ok ? [] : [i]));
+    expect(failed.map((i) => all[i])).toEqual(taken);
+    expect(results.filter((r) => !r.ok).every((r) => !r.ok && isExist(r.error) && r.error.message.includes('dev kube-ipvs0'))).toBe(true);
+    expect(await ipAddrs('kube-ipvs0')).toHaveLength(all.length);
+    // Every delete succeeds but those of the addresses removed first.
+    await client.deleteAddresses('kube-ipvs0', taken);
+    const del = await client.deleteAddresses('kube-ipvs0', all);
+    expect(del.flatMap((r, i) => (r.ok ? [] : [all[i]]))).toEqual(taken);
+    expect(await ipAddrs('kube-ipvs0')).toEqual([]);
+  });
+
   it('binds 1,000 addresses in one call', async () => {
     const unique = Array.from({ length: 1000 }, (_, i) => `10.100.${i >> 8}.${i & 255}`);
     const t0 = performance.now();
