@@ -134,19 +134,20 @@ void start(Child& c) {
 Napi::Value Spawn(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (!info[0].IsString()) throw Napi::TypeError::New(env, "file: expected a string");
+  if (!info[3].IsUndefined() && !info[3].IsNumber()) throw Napi::TypeError::New(env, "nice: expected a number");
+  std::vector<std::string> argv = strings(info[1], "args");
+  std::vector<std::string> envv;
+  if (!info[2].IsUndefined() && !info[2].IsNull()) {
+    envv = strings(info[2], "env");
+  } else {
+    for (char** e = environ; *e != nullptr; e++) envv.emplace_back(*e);  // copied here, not read on the thread
+  }
   auto c = std::make_unique<Child>(env);
   c->file = info[0].As<Napi::String>().Utf8Value();
-  c->argv = strings(info[1], "args");
+  c->argv = std::move(argv);
   c->argv.insert(c->argv.begin(), c->file);
-  if (!info[2].IsUndefined() && !info[2].IsNull()) {
-    c->envv = strings(info[2], "env");
-  } else {
-    for (char** e = environ; *e != nullptr; e++) c->envv.emplace_back(*e);
-  }
-  if (!info[3].IsUndefined()) {
-    if (!info[3].IsNumber()) throw Napi::TypeError::New(env, "nice: expected a number");
-    c->nice = info[3].As<Napi::Number>().Int32Value();
-  }
+  c->envv = std::move(envv);
+  c->nice = info[3].IsUndefined() ? 0 : info[3].As<Napi::Number>().Int32Value();
   Napi::Promise promise = c->started.Promise();
   auto tsfn = Napi::ThreadSafeFunction::New(env, Napi::Function(), "kip.spawn", 0, 1);
   std::thread([child = c.release(), tsfn]() mutable {
