@@ -6,9 +6,10 @@
 // thread then waits for the child's exit.
 //   spawn(file, args, env?, nice?) -> Promise<{ pid, stdin, stdout, stderr, exited }>
 //     stdin/stdout/stderr: pipe fds, ours to close; exited: Promise<{ code, signal }>
-//   nice: the child's nice value (0: the daemon's own). Linux keeps nice per thread and a child
-//   inherits its creating thread's: the spawning thread takes it, so the child runs at it from
-//   its first instruction and the daemon's other threads keep theirs.
+//   nice: added to the daemon's nice value for the child (as `nice -n`; 0: the daemon's own).
+//   Linux keeps nice per thread and a child inherits its creating thread's: the spawning thread
+//   takes it, so the child runs at it from its first instruction and the daemon's other threads
+//   keep theirs.
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -19,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <thread>
@@ -92,7 +94,12 @@ struct Child {
 // dispositions (Node ignores SIGPIPE, and an ignored signal stays ignored across exec) and an
 // empty signal mask, as libuv gives its children. Runs on the child's thread; sets c.err or c.pid.
 void start(Child& c) {
-  if (c.nice != 0) setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), c.nice);  // best effort
+  if (c.nice != 0) {  // best effort, as `nice -n`: added to this thread's (the daemon's) value, within -20..19
+    const id_t tid = static_cast<id_t>(syscall(SYS_gettid));
+    errno = 0;
+    const int now = getpriority(PRIO_PROCESS, tid);
+    if (errno == 0) setpriority(PRIO_PROCESS, tid, std::min(19, std::max(-20, now + c.nice)));
+  }
   int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
   if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
     c.err = errno;

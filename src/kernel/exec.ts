@@ -20,14 +20,14 @@ export interface ExecOptions {
   /** Kill the command (SIGKILL) after this long. */
   timeoutMs?: number;
   /**
-   * The command's nice value (default 0, the daemon's own). Background probes take
-   * {@link BACKGROUND_NICE}: on a node with a CPU or two they do not take it from the list
+   * Added to the daemon's nice value for the command, as `nice -n` (default 0). Background probes
+   * take {@link BACKGROUND_NICE}: on a node with a CPU or two they do not take it from the list
    * decode and the first writes, which do not wait for them.
    */
   nice?: number;
 }
 
-/** The nice value of commands whose result is not waited for yet (the start-up's iptables probes). */
+/** The nice increment of commands whose result is not waited for yet (the start-up's iptables probes). */
 export const BACKGROUND_NICE = 10;
 
 /**

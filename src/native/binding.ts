@@ -133,8 +133,8 @@ export interface NativeAddon {
   /**
    * Starts `file` (searched in PATH) with posix_spawn, on a thread of its own (the JS thread waits
    * neither for the exec nor the exit): stdio are pipes whose other ends are returned (ours to
-   * close); `env` as `K=V` strings, or this process's environment; `nice`, the child's nice value
-   * (default 0: the daemon's). Rejects with an Error with `code` (ENOENT, …) when it cannot be started.
+   * close); `env` as `K=V` strings, or this process's environment; `nice`, added to the daemon's
+   * nice value for the child (as `nice -n`; default 0). Rejects with an Error with `code` (ENOENT, …) when it cannot be started.
    */
   spawn(file: string, args: readonly string[], env?: readonly string[] | null, nice?: number): Promise<SpawnedProcess>;
 }

@@ -36,12 +36,13 @@ describe('spawnExec (posix_spawn)', () => {
     expect(bits('SigBlk')).toBe(0n);
   });
 
-  it('runs the command at the given nice value; the daemon and the next command keep theirs', async () => {
+  it('adds the given nice increment to the command\'s (as nice -n); the daemon and the next command keep theirs', async () => {
     // field 19 of /proc/<pid>/stat (after the parenthesised command name) is the nice value
     const niceOf = (stat: string) => Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
     const own = os.getPriority();
     expect(niceOf((await spawnExec('cat', ['/proc/self/stat'], { nice: 5 })).stdout)).toBe(Math.min(19, own + 5));
     expect(niceOf((await spawnExec('cat', ['/proc/self/stat'])).stdout)).toBe(own);
+    expect(niceOf((await spawnExec('cat', ['/proc/self/stat'], { nice: 50 })).stdout)).toBe(19); // as `nice -n`: at most 19
     expect(os.getPriority()).toBe(own);
   });
 

@@ -51,7 +51,7 @@ export interface DetectOptions {
    * when its iptables-save works.
    */
   probe?: boolean;
-  /** The commands' nice value (ExecOptions.nice); the daemon's start-up passes BACKGROUND_NICE. Default 0. */
+  /** The commands' nice increment (ExecOptions.nice); the daemon's start-up passes BACKGROUND_NICE. Default 0. */
   nice?: number;
 }
 
