@@ -134,7 +134,8 @@ export interface NativeAddon {
    * Starts `file` (searched in PATH) with posix_spawn, on a thread of its own (the JS thread waits
    * neither for the exec nor the exit): stdio are pipes whose other ends are returned (ours to
    * close); `env` as `K=V` strings, or this process's environment; `nice`, added to the daemon's
-   * nice value for the child (as `nice -n`; default 0). Rejects with an Error with `code` (ENOENT, …) when it cannot be started.
+   * nice value for the child (as `nice -n`; default 0). Rejects with an Error with `code` (ENOENT,
+   * …) when it cannot be started.
    */
   spawn(file: string, args: readonly string[], env?: readonly string[] | null, nice?: number): Promise<SpawnedProcess>;
 }
