@@ -21,6 +21,13 @@ const DONE: OpOutcome = Object.freeze({ ok: true, replies: Object.freeze([]) });
 /** A success as a shared object (a batch of changes is mostly these): callers never change it. */
 export const OK: { readonly ok: true } = Object.freeze({ ok: true });
 
+/**
+ * Limits of a change batch (BatchLimits.errorsOnly): the kernel acks only each sendmsg chunk's
+ * last message and answers the others only when they fail, one ack skb per chunk instead of one
+ * per op. The IPVS changes and the link client's address batches (one address per Service IP) use it.
+ */
+export const ERRORS_ONLY = Object.freeze({ errorsOnly: true } as const);
+
 /** Netlink messages laid out by the caller: `count` of them back to back in `bytes` (see wire.ts). */
 export interface EncodedRequests {
   bytes: Uint8Array;

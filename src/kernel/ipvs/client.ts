@@ -3,7 +3,7 @@ import type { z } from 'zod';
 
 import { constantsOf, type NlRequest } from '../../native/binding.js';
 import { NetlinkError, ValidationError } from '../errors.js';
-import { NetlinkConnection, OK, resolveGenlFamily, type GenlFamily } from '../netlink.js';
+import { ERRORS_ONLY, NetlinkConnection, OK, resolveGenlFamily, type GenlFamily } from '../netlink.js';
 import { dumpRows } from '../table.js';
 import { destinationReader, serviceReader, serviceKeyAttrs } from './codec.js';
 import {
@@ -78,8 +78,7 @@ export type IpvsAvailability = { available: true; client: IpvsClient } | { avail
 
 /** Ops sent on the JS thread at most (see inlineBatch). */
 export const INLINE_MAX_OPS = 32;
-const INLINE = { inline: true, errorsOnly: true } as const;
-const BULK = { errorsOnly: true } as const;
+const INLINE = { ...ERRORS_ONLY, inline: true } as const;
 
 /**
  * True when a batch is sent on the JS thread (BatchLimits.inline): a few real-server ops, which the
@@ -221,7 +220,7 @@ export class NetlinkIpvsClient implements IpvsClient {
     const outcomes = await this.conn.batch('ipvs', { bytes: encoder.wire.bytes(), count: encoder.wire.count }, (j) => {
       const op = ops[sent[j]!]!;
       return { op: OP_NAME[op.kind], object: opObject(op) };
-    }, inlineBatch(ops) ? INLINE : BULK);
+    }, inlineBatch(ops) ? INLINE : ERRORS_ONLY);
     outcomes.forEach((o, j) => {
       const i = sent[j]!;
       results[i] = o.ok ? OK : { ok: false, error: explain(ops[i]!, o.error) };

@@ -8,7 +8,7 @@ import { constants as os } from 'node:os';
 
 import { constantsOf, type DumpOptions, type NlRequest } from '../../native/binding.js';
 import { NetlinkError, ValidationError } from '../errors.js';
-import { NetlinkConnection } from '../netlink.js';
+import { ERRORS_ONLY, NetlinkConnection } from '../netlink.js';
 import { rowReader } from '../table.js';
 import {
   addressRequest,
@@ -55,12 +55,6 @@ export interface LinkClient {
 }
 
 const N = constantsOf('netlink');
-
-/**
- * Address changes ask no ack of each message (only of each sendmsg chunk's last; a failing one is
- * answered anyway): a first sync binds one address per Service IP, thousands in one batch.
- */
-const ERRORS_ONLY = { errorsOnly: true } as const;
 
 /** rtnl.addr attributes parseAddress does not read: not decoded (a JS object per attribute per address). */
 const UNREAD_ADDRESS_ATTRS = ['label', 'broadcast', 'anycast', 'cacheInfo', 'multicast', 'rtPriority', 'proto'];
