@@ -6,7 +6,8 @@
 // contributed before and does not validly define now stays at its last good version until the
 // file reads cleanly. Unknown kinds are reported and skipped without failing the file. Duplicate
 // objects (same kind and namespace/name): the first in (file, document, item) order wins.
-// Changes are delivered as differences (deep equality of validated objects), in that order.
+// Changes are delivered as differences, in that order: an object whose document's text is unchanged
+// (an item of a `kind: List`: whose validated form is) is not delivered again.
 //
 // One file, one error: whatever goes wrong with a file (unreadable, a directory or a FIFO under a
 // manifest name, a symlink loop, larger than maxFileBytes, not UTF-8, broken YAML, an alias bomb)
@@ -14,7 +15,6 @@
 // read and applied as usual, at start-up and on every re-read. The same error is not reported
 // again until the file changes or its error does.
 import { isUtf8 } from 'node:buffer';
-import { createHash } from 'node:crypto';
 import { constants, watch, type FSWatcher } from 'node:fs';
 import { open, readdir, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -22,7 +22,7 @@ import { dirname, join } from 'node:path';
 import type { Logger } from '../log.js';
 import type { EndpointSlice, Node, Service } from '../model/k8s.js';
 import type { ObjectError } from '../model/service.js';
-import { parseManifest, type ManifestObject } from './manifest-parse.js';
+import { digest, parseManifest, type ManifestObject } from './manifest-parse.js';
 import type { ProxySource, SourceHandler } from './types.js';
 
 /** Options of a ManifestSource. */
@@ -47,16 +47,17 @@ export const MAX_MANIFEST_BYTES = 64 * 1024 * 1024;
 type Located = Pick<ManifestObject, 'kind' | 'key' | 'file' | 'doc' | 'item'>;
 
 /**
- * An object as the source keeps it between reads: its validated form as JSON text (a fraction
- * of the size of the object graph: the handler keeps what it needs of it), compared as text on
- * the next read; the object itself only until it has been delivered.
+ * An object as the source keeps it between reads: where it is defined and its digest (`sig`,
+ * compared with the next read's); the object itself only until it has been delivered (the handler
+ * keeps what it needs of it). One that must be delivered again later (a duplicate that now wins) is
+ * read again from its file.
  */
 interface Held extends Located {
-  json: string;
+  sig: string;
   object?: ManifestObject['object'] | undefined;
 }
 
-const hold = (o: ManifestObject): Held => ({ kind: o.kind, key: o.key, file: o.file, doc: o.doc, item: o.item, json: o.json, object: o.object });
+const hold = (o: ManifestObject): Held => ({ kind: o.kind, key: o.key, file: o.file, doc: o.doc, item: o.item, sig: o.sig, object: o.object });
 
 interface FileState {
   /** sha256 of the content last parsed; null when the file could not be read (retried every round). */
@@ -76,6 +77,8 @@ export class ManifestSource implements ProxySource {
   /** What the handler holds, by `Kind:key`. */
   #delivered = new Map<string, Held>();
   #duplicates = new Set<string>();
+  /** The objects #reread could not give back, as last reported (reported again only when new). */
+  #lost = new Set<string>();
   /** The listing error last reported (reported again only when it changes). */
   #listError: string | undefined;
   #watcher: FSWatcher | undefined;
@@ -178,7 +181,7 @@ export class ManifestSource implements ProxySource {
     }
     if (this.#stopped) return;
     this.#files = next;
-    this.#deliver(this.#merge(), initial);
+    await this.#deliver(this.#merge(), initial, scratch);
   }
 
   /** The new state of one file; undefined when it vanished. */
@@ -187,22 +190,22 @@ export class ManifestSource implements ProxySource {
     const read = await readBounded(file, this.#opts.maxFileBytes, scratch);
     if (read === undefined) return undefined;
     if (typeof read === 'string') return this.#failed(file, read);
-    const digest = createHash('sha256').update(read).digest('base64');
-    if (prev && prev.digest === digest) return prev;
-    if (!isUtf8(read)) return this.#failed(file, 'not valid UTF-8 text', digest);
+    const sum = digest(read);
+    if (prev && prev.digest === sum) return prev;
+    if (!isUtf8(read)) return this.#failed(file, 'not valid UTF-8 text', sum);
     const parsed = parseManifest(file, read);
     parsed.errors.forEach((e) => this.#report(e));
     const objects = parsed.objects.map(hold);
-    if (!parsed.failed || !prev) return { digest, objects };
+    if (!parsed.failed || !prev) return { digest: sum, objects };
     const defined = new Set(objects.map(id));
-    return { digest, objects: [...objects, ...prev.objects.filter((o) => !defined.has(id(o)))] };
+    return { digest: sum, objects: [...objects, ...prev.objects.filter((o) => !defined.has(id(o)))] };
   }
 
   /** A file that cannot be used as a whole: its last good objects, the error reported once. */
-  #failed(file: string, reason: string, digest: string | null = null): FileState {
+  #failed(file: string, reason: string, sum: string | null = null): FileState {
     const prev = this.#files.get(file);
     if (prev?.readError !== reason) this.#report({ object: file, reason: `${reason}; keeping its last good state` });
-    return { digest, objects: prev?.objects ?? [], readError: reason };
+    return { digest: sum, objects: prev?.objects ?? [], readError: reason };
   }
 
   /**
@@ -241,14 +244,28 @@ export class ManifestSource implements ProxySource {
     return merged;
   }
 
-  #deliver(desired: Map<string, Held>, initial: boolean): void {
+  async #deliver(desired: Map<string, Held>, initial: boolean, scratch: Scratch): Promise<void> {
     const h = this.#handler!;
-    const changes: Array<{ at: Held; value: Held | null }> = [];
+    let changes: Array<{ at: Held; value: Held | null }> = [];
     for (const [k, o] of desired) {
       const prev = this.#delivered.get(k);
-      if (!prev || prev.json !== o.json) changes.push({ at: o, value: o });
+      if (!prev || prev.sig !== o.sig) changes.push({ at: o, value: o });
     }
     for (const [k, o] of this.#delivered) if (!desired.has(k)) changes.push({ at: o, value: null });
+    const lost = await this.#reread(changes.flatMap((c) => (c.value && !c.value.object ? [c.value] : [])), scratch);
+    if (this.#stopped) return;
+    // What the handler holds of those stays; the file's next change brings them.
+    const reported = new Set<string>();
+    for (const o of lost) {
+      const prev = this.#delivered.get(id(o));
+      if (prev) desired.set(id(o), prev);
+      else desired.delete(id(o));
+      const error = { object: `${where(o)} ${o.kind} ${o.key}`, reason: `now the first definition, but its file no longer reads as it did; ${prev ? `${where(prev)}'s version stays` : 'not applied'} until the file changes` };
+      reported.add(`${error.object}: ${error.reason}`);
+      if (!this.#lost.has(`${error.object}: ${error.reason}`)) this.#report(error);
+    }
+    this.#lost = reported;
+    if (lost.size > 0) changes = changes.filter((c) => !lost.has(c.at));
     changes.sort((a, b) => byLocation(a.at, b.at));
     this.#delivered = desired;
     for (const { at, value } of changes) this.#hand(at, value);
@@ -260,11 +277,30 @@ export class ManifestSource implements ProxySource {
     }
   }
 
-  /** One object (null: deleted) to the handler; it is then held as its text only. */
+  /**
+   * Gives objects read in an earlier round (a duplicate that now wins) their object again, from
+   * their file read once more. Returns those that could not be: the file is no longer what was
+   * read (it changed since, or it is broken and these are its last good state).
+   */
+  async #reread(held: Held[], scratch: Scratch): Promise<Set<Held>> {
+    const lost = new Set<Held>();
+    for (const file of new Set(held.map((o) => o.file))) {
+      const wanted = held.filter((o) => o.file === file);
+      const read = await readBounded(file, this.#opts.maxFileBytes, scratch);
+      const state = this.#files.get(file);
+      if (read instanceof Uint8Array && state?.digest === digest(read)) {
+        const fresh = new Map(parseManifest(file, read).objects.map((o) => [`${where(o)} ${id(o)} ${o.sig}`, o.object]));
+        for (const o of wanted) o.object = fresh.get(`${where(o)} ${id(o)} ${o.sig}`);
+      }
+      for (const o of wanted) if (!o.object) lost.add(o);
+    }
+    return lost;
+  }
+
+  /** One object (null: deleted) to the handler; it is then held as its digest only. */
   #hand(at: Located, value: Held | null): void {
     const h = this.#handler!;
-    // An object read in an earlier round (a duplicate that now wins) is rebuilt from its text.
-    const object = value === null ? null : (value.object ?? (JSON.parse(value.json) as ManifestObject['object']));
+    const object = value === null ? null : value.object!;
     if (value) value.object = undefined;
     if (at.kind === 'Service') h.onService(at.key, object as Service | null);
     else if (at.kind === 'EndpointSlice') h.onEndpointSlice(at.key, object as EndpointSlice | null);

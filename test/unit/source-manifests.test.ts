@@ -246,6 +246,55 @@ describe('watch', () => {
     expect(rec.events.slice(mark)).toEqual(['svc demo/web']);
   });
 
+  it('a duplicate whose file broke since it was read cannot take over: the delivered version stays, reported once, until the file is fixed', async () => {
+    await write('a.yaml', svc('web', '10.96.0.10'));
+    await write('b.yaml', docs(svc('web', '10.96.0.99'), svc('dns', '10.96.0.53')));
+    const { rec } = await start({ watch: true });
+    const b = join(dir, 'b.yaml');
+    // b.yaml breaks: its last good state (a duplicate of web, and dns) stays.
+    let mark = rec.events.length;
+    await write('b.yaml', 'kind: Service\n  metadata: [\n');
+    await rec.until(mark, (e) => e.some((x) => x.startsWith(`error ${b}#0: invalid YAML`)));
+    // a.yaml's web goes: b.yaml's cannot be read back from the broken file.
+    mark = rec.events.length;
+    await unlink(join(dir, 'a.yaml'));
+    const lost = `error ${b}#0 Service demo/web: now the first definition, but its file no longer reads as it did; ${join(dir, 'a.yaml')}#0's version stays until the file changes`;
+    expect(await rec.until(mark, (e) => e.length >= 1)).toEqual([lost]);
+    expect(rec.services.get('demo/web')?.spec.clusterIP).toBe('10.96.0.10');
+    // Another file's change: the same state, not reported again.
+    mark = rec.events.length;
+    await write('c.yaml', svc('x', '10.96.0.9'));
+    expect(await rec.until(mark, (e) => e.length >= 1)).toEqual(['svc demo/x']);
+    await sleep(100);
+    expect(rec.events.slice(mark)).toEqual(['svc demo/x']);
+    // Fixed: its web (now the only one) is applied; dns unchanged is not delivered again.
+    mark = rec.events.length;
+    await write('b.yaml', docs(svc('web', '10.96.0.98'), svc('dns', '10.96.0.53')));
+    expect(await rec.until(mark, (e) => e.length >= 1)).toEqual(['svc demo/web']);
+    expect(rec.services.get('demo/web')?.spec.clusterIP).toBe('10.96.0.98');
+    await sleep(100);
+    expect(rec.events.slice(mark)).toEqual(['svc demo/web']);
+  });
+
+  it('an edited item of a List is delivered alone; an edited document is delivered again even when its object is equal', async () => {
+    const item = (name: string, clusterIP: string): object => ({ apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: 'demo' }, spec: { clusterIP, ports: [{ name: 'http', port: 80 }] } });
+    const list = (ip: string): string => JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [item('a', '10.96.0.1'), item('b', ip)] });
+    await write('l.json', list('10.96.0.2'));
+    await write('m.yaml', docs(svc('c', '10.96.0.3'), svc('d', '10.96.0.4')));
+    const { rec } = await start({ watch: true });
+    let mark = rec.events.length;
+    await write('l.json', list('10.96.0.22'));
+    expect(await rec.until(mark, (e) => e.length >= 1)).toEqual(['svc demo/b']);
+    await sleep(100);
+    expect(rec.events.slice(mark)).toEqual(['svc demo/b']);
+    // A comment in d's document: its text changed, so d is handed on again (the change tracker finds it equal).
+    mark = rec.events.length;
+    await write('m.yaml', docs(svc('c', '10.96.0.3'), `# moved\n${svc('d', '10.96.0.4')}`));
+    expect(await rec.until(mark, (e) => e.length >= 1)).toEqual(['svc demo/d']);
+    await sleep(100);
+    expect(rec.events.slice(mark)).toEqual(['svc demo/d']);
+  });
+
   it('keeps the last good state of a file while it is broken, applies it when fixed', async () => {
     const f = join(dir, 's.yaml');
     await write('s.yaml', docs(svc('a', '10.96.0.1'), svc('b', '10.96.0.2'), svc('c', '10.96.0.3')));
