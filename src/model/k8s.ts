@@ -28,5 +28,6 @@ export const TOPOLOGY_ANNOTATIONS = ['service.kubernetes.io/topology-aware-hints
 
 /** `namespace/name` of an object. */
 export function objectKey(o: { metadata: { namespace: string; name: string } }): string {
-  return o.metadata.namespace ? `${o.metadata.namespace}/${o.metadata.name}` : o.metadata.name;
+  // join: one flat string, not a cons-string tree (see destinationId in kernel/ipvs/types.ts).
+  return o.metadata.namespace ? [o.metadata.namespace, o.metadata.name].join('/') : o.metadata.name;
 }

@@ -359,7 +359,7 @@ async function readBounded(file: string, max: number, scratch: Scratch): Promise
 }
 
 function id(o: Located): string {
-  return `${o.kind}:${o.key}`;
+  return [o.kind, o.key].join(':'); // one flat string: the map of delivered objects keeps it
 }
 
 function where(o: Located): string {

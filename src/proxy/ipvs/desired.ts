@@ -12,7 +12,7 @@ import type { DesiredContext, DesiredVirtualServer, ServiceContribution } from '
 
 /** `ip,proto:port`: an entry of the hash:ip,port sets. */
 export function ipPortEntry(ip: string, protocol: string, port: number): string {
-  return `${ip},${protocol}:${port}`;
+  return [ip, ',', protocol, ':', port].join(''); // one flat string (see destinationId)
 }
 
 /** A real server as kube-proxy adds it: masquerade, weight 1, no thresholds. */
