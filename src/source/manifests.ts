@@ -57,8 +57,6 @@ interface Held extends Located {
   object?: ManifestObject['object'] | undefined;
 }
 
-const hold = (o: ManifestObject): Held => ({ kind: o.kind, key: o.key, file: o.file, doc: o.doc, item: o.item, sig: o.sig, object: o.object });
-
 interface FileState {
   /** sha256 of the content last parsed; null when the file could not be read (retried every round). */
   digest: string | null;
@@ -195,7 +193,7 @@ export class ManifestSource implements ProxySource {
     if (!isUtf8(read)) return this.#failed(file, 'not valid UTF-8 text', sum);
     const parsed = parseManifest(file, read);
     parsed.errors.forEach((e) => this.#report(e));
-    const objects = parsed.objects.map(hold);
+    const objects: Held[] = parsed.objects; // the parse's own objects, held as they are
     if (!parsed.failed || !prev) return { digest: sum, objects };
     const defined = new Set(objects.map(id));
     return { digest: sum, objects: [...objects, ...prev.objects.filter((o) => !defined.has(id(o)))] };
@@ -237,8 +235,7 @@ export class ManifestSource implements ProxySource {
         continue;
       }
       const error = { object: `${where(o)} ${o.kind} ${o.key}`, reason: `duplicate of ${where(first)}; ignored` };
-      duplicates.add(`${error.object}: ${error.reason}`);
-      if (!this.#duplicates.has(`${error.object}: ${error.reason}`)) this.#report(error);
+      this.#reportNew(error, this.#duplicates, duplicates);
     }
     this.#duplicates = duplicates;
     return merged;
@@ -261,8 +258,7 @@ export class ManifestSource implements ProxySource {
       if (prev) desired.set(id(o), prev);
       else desired.delete(id(o));
       const error = { object: `${where(o)} ${o.kind} ${o.key}`, reason: `now the first definition, but its file no longer reads as it did; ${prev ? `${where(prev)}'s version stays` : 'not applied'} until the file changes` };
-      reported.add(`${error.object}: ${error.reason}`);
-      if (!this.#lost.has(`${error.object}: ${error.reason}`)) this.#report(error);
+      this.#reportNew(error, this.#lost, reported);
     }
     this.#lost = reported;
     if (lost.size > 0) changes = changes.filter((c) => !lost.has(c.at));
@@ -305,6 +301,13 @@ export class ManifestSource implements ProxySource {
     if (at.kind === 'Service') h.onService(at.key, object as Service | null);
     else if (at.kind === 'EndpointSlice') h.onEndpointSlice(at.key, object as EndpointSlice | null);
     else h.onNode(object as Node | null);
+  }
+
+  /** Reports `error` unless it is in `before` (reported in the last round); records it in `now`. */
+  #reportNew(error: ObjectError, before: ReadonlySet<string>, now: Set<string>): void {
+    const text = `${error.object}: ${error.reason}`;
+    now.add(text);
+    if (!before.has(text)) this.#report(error);
   }
 
   #report(error: ObjectError): void {

@@ -208,7 +208,8 @@ export function isPlainVirtualService(s: unknown): boolean {
 /** `tcp/10.96.0.10:80`, `udp/[2001:db8::1]:53`, `fwmark/6/ipv4`: names a service in logs and errors. */
 export function serviceId(k: ServiceKey): string {
   if (k.fwmark !== null) return `fwmark/${k.fwmark}/${k.family}`;
-  return k.family === 'ipv6' ? [k.protocol, '/[', k.address, ']:', k.port].join('') : [k.protocol, '/', k.address, ':', k.port].join('');
+  const host = k.family === 'ipv6' ? `[${k.address}]` : k.address;
+  return [k.protocol, '/', host, ':', k.port].join(''); // one flat string (see destinationId)
 }
 
 /** A real server as programmed plus its connection counts: what syncs and inspect keep of a dump. */
