@@ -52,22 +52,31 @@ const msf = (ms) => `${ms.toFixed(0)} ms`;
 const mem = (m) => `RSS ${MiB(m.rss)}, heap ${MiB(m.heap)}`;
 const commonArgs = [...(process.env.KIP_BENCH_V ? ['--v', process.env.KIP_BENCH_V] : []), '--hostname-override', NODE_NAME, '--cluster-cidr', CLUSTER_CIDR, '--proxy-mode', 'ipvs'];
 
-/** The cluster's objects and what the kernel should hold; `pick` draws a service at random. */
+/**
+ * The cluster's objects and what the kernel should hold; `pick` draws a service at random. The cold
+ * start's poll runs every 100 ms: a poll costs this process 2 ms of CPU in an idle UML and ~5 ms
+ * beside a daemon's cold start (UML has one CPU), so every 50 ms it took 1.5 s of a 10,000 cold start.
+ */
 function makeCluster(n) {
   const services = Array.from({ length: n }, (_, i) => makeService(i));
   const slices = Array.from({ length: n }, (_, i) => makeSlice(i, EP));
   const current = slices.map((sl) => sl.endpoints.map((e) => e.addresses[0]));
   return {
-    n, endpoints: EP, services, slices, current, nextIp: 1, nextSlot: 0, pollMs: 50,
+    n, endpoints: EP, services, slices, current, nextIp: 1, nextSlot: 0, pollMs: 100,
     addresses: (i) => current[i],
     pick: () => Math.floor(Math.random() * n),
     restore: () => restoreText(current.map((addrs, i) => ({ address: vip(i), port: 80, destinations: addrs.map((address) => ({ address, port: 8080 })) }))),
   };
 }
 
+/** Who had UML's one CPU: the daemon (CPU, page faults), this process, other processes and the kernel, nobody. */
+const shares = (o) => `daemon CPU ${s(o.cpuMs)} and ${(o.faults / 1000).toFixed(1)}k page faults, this process's CPU ${s(o.benchCpuMs)}, others ${s(o.otherMs)}, idle ${s(o.idleMs)}`;
+/** Per cold start: the CPU shares until the first list request (API) and until the samples were complete. */
+const ownLine = (rows) => rows.own.map((o, k) => `    round ${k + 1}, CPU from spawn ${rows.beforeList[k] ? `to the first list request: ${shares(rows.beforeList[k])}; ` : ''}until the samples were complete: ${shares(o)} (${o.polls} polls)${rows.confirms[k] > 1 ? ' (the first full dump found the table incomplete)' : ''}`).join('\n');
+
 /** Cold start vs ipvsadm-restore, interleaved; `floor` runs after the last round's restore; the last daemon is left running. */
 async function pairs(cluster, args, probe, api, requestOnly = null, floor = null) {
-  const rows = { restore: [], cold: [], ratio: [], firstList: [], requestOnly: [], check: [], confirms: [] };
+  const rows = { restore: [], cold: [], ratio: [], firstList: [], requestOnly: [], check: [], confirms: [], own: [], beforeList: [] };
   let last;
   for (let r = 0; r < ROUNDS; r++) {
     step(`round ${r + 1}: ipvsadm-restore`);
@@ -82,6 +91,8 @@ async function pairs(cluster, args, probe, api, requestOnly = null, floor = null
     rows.cold.push(last.ms);
     rows.check.push(last.checkMs);
     rows.confirms.push(last.confirms);
+    rows.own.push(last.own);
+    rows.beforeList.push(last.beforeList);
     rows.ratio.push(last.ms / rows.restore.at(-1));
     if (last.firstListMs !== null) rows.firstList.push(last.firstListMs);
     if (r < ROUNDS - 1) await last.daemon.stop();
@@ -115,6 +126,7 @@ async function runSize(n, probe) {
   const r = { n, cold: p.cold, restore: p.restore, ratio: p.ratio, firstList: p.firstList, requestOnly: p.requestOnly, readyMs: p.readyMs, oneFloor: p.floor };
   r.memCold = await settledMemory(p.daemon);
   console.log(`  cold start: ${s(p.cold)} vs ipvsadm-restore ${s(p.restore)}  ratio ${p.ratio.toFixed(2)}  (median of ${ROUNDS}; pairs ${p.rows.cold.map((c, k) => `${s(c)}/${s(p.rows.restore[k])}`).join(', ')}; first list request ${p.firstList === null ? '-' : s(p.firstList)}${p.requestOnly === null ? '' : ` (a node process that only sends it: ${s(p.requestOnly)})`}; confirming dump ${msf(median(p.rows.check))}, dumps ${p.rows.confirms.join(',')}; last daemon's first sync done ${s(p.readyMs)})`);
+  console.log(ownLine(p.rows));
   console.log(`    after cold start: ${mem(r.memCold)}`);
 
   step('one change');
@@ -205,6 +217,7 @@ async function runManifests(n, probe) {
   const p = await pairs(cluster, ['--manifests', dir, ...commonArgs], probe, null);
   const memCold = await settledMemory(p.daemon);
   console.log(`  cold start: ${s(p.cold)} vs ipvsadm-restore ${s(p.restore)}  ratio ${p.ratio.toFixed(2)}  (median of ${ROUNDS}; pairs ${p.rows.cold.map((c, k) => `${s(c)}/${s(p.rows.restore[k])}`).join(', ')}; confirming dump ${msf(median(p.rows.check))}, dumps ${p.rows.confirms.join(',')}; last daemon's first sync done ${s(p.readyMs)})`);
+  console.log(ownLine(p.rows));
   console.log(`    after cold start: ${mem(memCold)}`);
   await p.daemon.stop();
   rmSync(dir, { recursive: true, force: true });

@@ -59,6 +59,12 @@ export class Daemon {
     return m ? Number(m[1]) / 1024 : NaN;
   }
 
+  /** From /proc/<pid>/stat: minor page faults and CPU time (user + system, ms at 100 ticks/s). */
+  stat() {
+    const f = readFileSync(`/proc/${this.child.pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return { faults: Number(f[7]), cpuMs: (Number(f[11]) + Number(f[12])) * 10 };
+  }
+
   /** /metrics parsed: `name{labels}` -> value (null while the server is not up). */
   async metrics() {
     this.alive();

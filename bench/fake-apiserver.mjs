@@ -76,10 +76,16 @@ export class FakeApiServer {
     this.server.keepAliveTimeout = 60_000;
   }
 
-  /** Zeroes the request counters; `firstListAt` is the time (performance.now) of the next list. */
+  /**
+   * Zeroes the request counters; `firstListAt` is the time (performance.now) of the next list, and
+   * `listed` resolves then (a waiting benchmark does not wake every few ms on UML's one CPU).
+   */
   resetStats() {
     this.stats = { lists: 0, pages: 0, watches: 0, gone: 0, bookmarks: 0, unauthorized: 0, events: 0, firstListAt: null, listParams: new Set(), watchParams: new Set() };
+    this.listed = new Promise((res) => (this.#onList = res));
   }
+
+  #onList = () => {};
 
   /** Listens on 127.0.0.1 (a free port); resolves to the base URL. */
   async start() {
@@ -204,7 +210,10 @@ export class FakeApiServer {
 
   #list(resource, q, match, res, reply) {
     const now = performance.now();
-    this.stats.firstListAt ??= now;
+    if (this.stats.firstListAt === null) {
+      this.stats.firstListAt = now;
+      this.#onList();
+    }
     this.stats.pages++;
     for (const [id, s] of this.snapshots) if (now - s.at > this.snapshotTtlMs) this.snapshots.delete(id);
     const limit = Number(q.get('limit') ?? 0);
