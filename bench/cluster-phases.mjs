@@ -12,15 +12,20 @@ import { churnIp, replaceEndpoint, vip } from './objects.mjs';
 import { reloadIpvs, sh, time } from './uml-kernel.mjs';
 
 setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc');
 /**
- * A full garbage collection of this process. Run before each timed spawn: UML has one CPU, and this
- * process's collector (hundreds of MiB at 10,000: the fake API server's objects, the manifests' YAML
- * text) otherwise runs in the daemon's time. Measured at 10,000: this process took 1.74 s of CPU
- * between a daemon's spawn and its first list request (the request came 3.46 s after the spawn,
- * where a node process that only sends it took 1.16 s); 0.12 s with this collection first. The
- * reference (`ipvsadm-restore`) runs while this process waits in spawnSync.
+ * A full garbage collection of this process, and half a second for its concurrent sweeping. Run
+ * before each timed spawn: UML has one CPU, and this process's collector (hundreds of MiB at
+ * 10,000: the fake API server's objects, the manifests' YAML text) otherwise runs in the daemon's
+ * time. Measured at 10,000: this process took 1.74 s of CPU between a daemon's spawn and its first
+ * list request (the request came 3.46 s after the spawn, where a node process that only sends it
+ * took 1.16 s); 0.12 s with a collection first. The reference (`ipvsadm-restore`) runs while this
+ * process waits in spawnSync.
  */
-export const collect = runInNewContext('gc');
+export async function collect() {
+  gc();
+  await sleep(500);
+}
 
 /** Waits for the fake API server's first list request; throws after 60 s or if the process exits first. */
 async function firstList(api, what, exited) {
@@ -62,7 +67,7 @@ export function cleanKernel() {
 /** `ipvsadm-restore` of the reference table into an empty kernel, in ms. */
 export async function restoreMs(text) {
   cleanKernel();
-  collect();
+  await collect();
   return time(() => sh('ipvsadm-restore', [], text));
 }
 
@@ -85,7 +90,7 @@ export async function coldStart({ args, log, probe, cluster, api }) {
   cleanKernel();
   await probe.reopen();
   api?.resetStats();
-  collect();
+  await collect();
   const daemon = new Daemon(args, log);
   const from = { bench: process.cpuUsage(), sys: systemCpu() };
   const all = samples(cluster.n).map((i) => [vip(i), cluster.addresses(i)]);
@@ -128,7 +133,7 @@ export async function coldStart({ args, log, probe, cluster, api }) {
  */
 export async function requestOnlyMs(api, url, token) {
   api.resetStats();
-  collect();
+  await collect();
   const t = performance.now();
   const code = `require('node:http').get(${JSON.stringify(`${url}/api/v1/nodes?limit=1`)}, { headers: { authorization: ${JSON.stringify(`Bearer ${token}`)} } }, (r) => r.resume())`;
   const child = spawn(process.execPath, ['-e', code], { stdio: 'ignore' });
@@ -250,7 +255,7 @@ export async function restart({ daemon, args, log, probe, cluster, api }) {
   const c = change(cluster, api, cluster.pick());
   api.resetStats();
   const logFrom = sizeOf(log);
-  collect();
+  await collect();
   const next = new Daemon(args, log);
   let usefulMs = null;
   let ready = null;
