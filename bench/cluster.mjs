@@ -213,10 +213,10 @@ async function runManifests(n, probe) {
     writeFileSync(`${dir}/${ns}.yaml`, text);
   }
   writeFileSync(`${dir}/node.yaml`, stringify(makeNode()));
+  console.log(`\n== --manifests: ${n} Services x ${EP} endpoints as ${byNs.size} YAML files (${(bytes / 2 ** 20).toFixed(1)} MiB) in tmpfs, ${ROUNDS} round(s)`);
   // Only the addresses are read from here on: the objects go (a smaller heap for this process's collector).
   byNs.clear();
   cluster.services = cluster.slices = null;
-  console.log(`\n== --manifests: ${n} Services x ${EP} endpoints as ${byNs.size} YAML files (${(bytes / 2 ** 20).toFixed(1)} MiB) in tmpfs, ${ROUNDS} round(s)`);
   const p = await pairs(cluster, ['--manifests', dir, ...commonArgs], probe, null);
   const memCold = await settledMemory(p.daemon);
   console.log(`  cold start: ${s(p.cold)} vs ipvsadm-restore ${s(p.restore)}  ratio ${p.ratio.toFixed(2)}  (median of ${ROUNDS}; pairs ${p.rows.cold.map((c, k) => `${s(c)}/${s(p.rows.restore[k])}`).join(', ')}; confirming dump ${msf(median(p.rows.check))}, dumps ${p.rows.confirms.join(',')}; last daemon's first sync done ${s(p.readyMs)})`);
