@@ -1,13 +1,12 @@
 // The phases of the cluster-scale benchmark (bench/cluster.mjs), each against a running daemon
 // (the built dist/bin/cli.js) and the real kernel, inside UML.
 import { execFileSync, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
-import { Daemon, forks, percentile, sizeOf, verificationOps, workOf } from './daemon-probe.mjs';
+import { Daemon, forks, percentile, sizeOf, systemCpu, verificationOps, workOf } from './daemon-probe.mjs';
 import { churnIp, replaceEndpoint, vip } from './objects.mjs';
 import { reloadIpvs, sh, time } from './uml-kernel.mjs';
 
@@ -37,13 +36,6 @@ async function firstList(api, what, exited) {
   const error = await Promise.race([api.listed.then(() => null), failed]);
   ac.abort();
   if (error) throw new Error(error);
-}
-
-/** CPU time of the whole system since boot (/proc/stat, ms at 100 ticks/s): idle and busy. */
-function systemCpu() {
-  const f = /^cpu +(.*)$/m.exec(readFileSync('/proc/stat', 'utf8'))[1].split(' ').map(Number);
-  const idle = (f[3] + f[4]) * 10;
-  return { idle, busy: f.slice(0, 8).reduce((a, b) => a + b, 0) * 10 - idle };
 }
 
 /**
@@ -107,10 +99,7 @@ export async function coldStart({ args, log, probe, cluster, api }) {
       beforeList = cpuShares(daemon, from);
     }
     polls++;
-    if (await probe.has(pending.slice(0, 1))) {
-      const got = await probe.destinationsMany(pending.map(([address]) => address));
-      pending = pending.filter(([, want], k) => !want.every((a) => got[k].has(a)));
-    }
+    if (await probe.has(pending.slice(0, 1))) pending = await probe.incomplete(pending.slice(1));
     if (!pending.length) {
       const t = performance.now();
       const own = { ...cpuShares(daemon, from), polls };

@@ -154,6 +154,13 @@ export function sizeOf(file) {
   }
 }
 
+/** CPU time of the whole system since boot (/proc/stat, ms at 100 ticks/s): idle and busy. */
+export function systemCpu() {
+  const f = /^cpu +(.*)$/m.exec(readFileSync('/proc/stat', 'utf8'))[1].split(' ').map(Number);
+  const idle = (f[3] + f[4]) * 10;
+  return { idle, busy: f.slice(0, 8).reduce((a, b) => a + b, 0) * 10 - idle };
+}
+
 /** Processes and threads created in the whole system since boot (/proc/stat `processes`). */
 export function forks() {
   return Number(/^processes (\d+)$/m.exec(readFileSync('/proc/stat', 'utf8'))[1]);
@@ -195,10 +202,15 @@ export class KernelProbe {
     }
   }
 
+  /** The `[vip, [addresses]]` that lack some of their real servers (one trip). */
+  async incomplete(expected) {
+    const got = await this.destinationsMany(expected.map(([address]) => address));
+    return expected.filter(([, want], k) => !want.every((a) => got[k].has(a)));
+  }
+
   /** Whether every `[vip, [addresses]]` has all of its real servers. */
   async has(expected) {
-    const got = await this.destinationsMany(expected.map(([address]) => address));
-    return expected.every(([, want], k) => want.every((a) => got[k].has(a)));
+    return (await this.incomplete(expected)).length === 0;
   }
 
   /** Virtual and real servers of the whole table (1 + N dumps). */
