@@ -5,7 +5,7 @@
 //   (interleaved pairs, ip_vs reloaded before each), one-change latency, churn, restart over a
 //   programmed kernel, a no-change periodic sync, RSS/heap after each phase, and the cold start
 //   with --manifests (the same objects as YAML in a tmpfs directory).
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
@@ -151,10 +151,20 @@ async function runSize(n, probe) {
 
   const restartArgs = [...args, '--ipvs-sync-period', `${PERIOD_MS / 1000}s`];
   step('restart');
-  r.restart = await restart({ daemon: p.daemon, args: restartArgs, log: LOG, probe, cluster, api });
-  r.memRestart = await memory(r.restart.daemon);
-  console.log(`  restart over the programmed kernel (1 change while down): first list ${r.restart.firstListMs === null ? '-' : s(r.restart.firstListMs)}, change in the kernel ${s(r.restart.usefulMs)}, first sync done ${s(r.restart.readyMs)}, kernel writes ${r.restart.kernelOps} (+ ${r.restart.verifyOps} logged by verifications); ${mem(r.memRestart)}`);
-  console.log(`    SIGTERM -> exit of the previous daemon: ${s(r.restart.stopped.ms)}${r.restart.stopped.killed ? ' (did not exit in 30 s: SIGKILL)' : ''}`);
+  // ROUNDS restarts, each with one change while down; compared with this size's cold starts (median).
+  const restarts = [];
+  for (let k = 0, prev = p.daemon; k < ROUNDS; k++) {
+    const x = await restart({ daemon: prev, args: restartArgs, log: LOG, probe, cluster, api });
+    restarts.push(x);
+    prev = x.daemon;
+    const memX = await memory(x.daemon);
+    console.log(`  restart ${k + 1} over the programmed kernel (1 change while down): first list ${x.firstListMs === null ? '-' : s(x.firstListMs)}, change in the kernel ${s(x.usefulMs)}, first sync done ${s(x.readyMs)}, kernel writes ${x.kernelOps} (+ ${x.verifyOps} logged by verifications); ${mem(memX)}`);
+    console.log(`    SIGTERM -> exit of the previous daemon: ${s(x.stopped.ms)}${x.stopped.killed ? ' (did not exit in 30 s: SIGKILL)' : ''}`);
+    console.log(`    CPU from spawn to the first list request: ${shares(x.beforeList)}; until the change was in the kernel: ${shares(x.own)} (${x.own.polls} polls)`);
+    r.memRestart = memX;
+  }
+  r.restart = { ...restarts.at(-1), usefulMs: median(restarts.map((x) => x.usefulMs)), readyMs: median(restarts.map((x) => x.readyMs)) };
+  console.log(`  restarts: change in the kernel ${restarts.map((x) => s(x.usefulMs)).join(', ')} (median ${s(r.restart.usefulMs)}) against cold starts ${p.rows.cold.map(s).join(', ')} (median ${s(p.cold)})`);
 
   step('periodic sync');
   r.periodic = await periodic({ daemon: r.restart.daemon, periodMs: PERIOD_MS, periods: 2, log: LOG });
@@ -230,7 +240,8 @@ async function runManifests(n, probe) {
 rmSync(DIR, { recursive: true, force: true });
 mkdirSync(DIR, { recursive: true });
 sh('sh', ['-c', 'iptables-legacy -t mangle -N KUBE-IPTABLES-HINT 2>/dev/null || true']);
-console.log(`cluster-scale benchmark: kernel ${sh('uname', ['-r']).trim()}, node ${process.version}, commit ${process.env.KIP_BENCH_COMMIT ?? 'unknown'}, sizes ${SIZES.join(',')}, manifests ${MANIFESTS_N || 'off'}${opt.quick ? ', quick' : ''}`);
+const modprobe = readFileSync('/proc/sys/kernel/modprobe', 'utf8').trim();
+console.log(`cluster-scale benchmark: kernel ${sh('uname', ['-r']).trim()}, node ${process.version}, commit ${process.env.KIP_BENCH_COMMIT ?? 'unknown'}, sizes ${SIZES.join(',')}, manifests ${MANIFESTS_N || 'off'}${opt.quick ? ', quick' : ''}, module autoload ${modprobe === '/sbin/modprobe' ? 'off (every module request fails)' : `on (${modprobe})`}`);
 const probe = await KernelProbe.open();
 const results = [];
 let manifests = null;

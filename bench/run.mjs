@@ -4,6 +4,8 @@
 //   iptables mode (host kernel, fresh netns): proxier vs iptables-restore     -> bench/iptables.mjs
 // Only when named (it takes minutes): `npm run bench -- cluster [--sizes 1000,3000] [--quick]`
 //   the daemon against a fake API server at cluster scale, inside UML       -> bench/cluster.mjs
+// UML boots with module autoload, as a node has it (runInUml's `autoload`): without it every
+//   iptables-legacy call spawned failing modprobes (`bpfilter`), 4 per iptables-legacy-restore.
 // --host-busy: a busy loop at the lowest priority on the host for the whole run. UML's syscalls and
 //   page faults are ping-pongs between host processes, and an idle host's cores sleep between
 //   them: the same boot ran `ipvsadm-restore` of 3,000 x 10 in 28 s on an idle host and in 7.5 s
@@ -38,14 +40,14 @@ if (!only.length || only.includes('iptables')) {
 }
 if (!only.length || only.includes('ipvs')) {
   console.log('== IPVS (User-Mode Linux)');
-  const r = await runInUml({ command: [process.execPath, here('./ipvs.mjs')], timeoutMs: 15 * 60_000 });
+  const r = await runInUml({ command: [process.execPath, here('./ipvs.mjs')], timeoutMs: 15 * 60_000, autoload: true });
   if (r.code !== 0) failed++;
 }
 if (only.includes('cluster')) {
   console.log('== cluster scale (User-Mode Linux): the daemon against a fake API server');
   const commit = spawnSync('git', ['describe', '--always', '--dirty', '--abbrev=12'], { encoding: 'utf8' }).stdout?.trim() || 'unknown';
   const big = /(^|[,\s=])\d{5,}/.test(clusterArgs.join(' '));
-  const r = await runInUml({ command: [process.execPath, here('./cluster.mjs'), ...clusterArgs], env: { KIP_BENCH_COMMIT: commit }, mem: big ? '3G' : '1536M', timeoutMs: 120 * 60_000 });
+  const r = await runInUml({ command: [process.execPath, here('./cluster.mjs'), ...clusterArgs], env: { KIP_BENCH_COMMIT: commit }, mem: big ? '3G' : '1536M', timeoutMs: 120 * 60_000, autoload: true });
   if (r.code !== 0) failed++;
 }
 process.exitCode = failed ? 1 : 0;
