@@ -37,5 +37,6 @@ COPY --from=build /app/dist/bin ./dist/bin
 COPY --from=build /app/build/Release/kube_ipvs_proxy.node ./build/Release/
 # `kubectl exec ds/kube-ipvs-proxy -- kube-ipvs-proxy inspect`
 RUN chmod +x /app/dist/bin/cli.js && ln -s /app/dist/bin/cli.js /usr/local/bin/kube-ipvs-proxy
-# The node flags are the ones on the first line of src/cli.ts (test/unit/chart-image.test.ts checks).
-ENTRYPOINT ["node", "--max-semi-space-size=4", "/app/dist/bin/cli.js"]
+# No node flags, as on the first line of src/cli.ts (test/unit/chart-image.test.ts checks): a V8
+# flag would make node compile its built-in modules from source instead of its code cache.
+ENTRYPOINT ["node", "/app/dist/bin/cli.js"]

@@ -11,7 +11,7 @@ import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 
 import { churn, cleanKernel, coldStart, memory, oneChange, oneChangeFloor, periodic, requestOnlyMs, restart, restoreMs } from './cluster-phases.mjs';
-import { KernelProbe } from './daemon-probe.mjs';
+import { benchCgroup, KernelProbe } from './daemon-probe.mjs';
 import { FakeApiServer } from './fake-apiserver.mjs';
 import { CLUSTER_CIDR, NODE_NAME, endpointIp, makeNode, makeService, makeSlice, vip } from './objects.mjs';
 import { median, requireUml, restoreText, sh } from './uml-kernel.mjs';
@@ -241,7 +241,8 @@ rmSync(DIR, { recursive: true, force: true });
 mkdirSync(DIR, { recursive: true });
 sh('sh', ['-c', 'iptables-legacy -t mangle -N KUBE-IPTABLES-HINT 2>/dev/null || true']);
 const modprobe = readFileSync('/proc/sys/kernel/modprobe', 'utf8').trim();
-console.log(`cluster-scale benchmark: kernel ${sh('uname', ['-r']).trim()}, node ${process.version}, commit ${process.env.KIP_BENCH_COMMIT ?? 'unknown'}, sizes ${SIZES.join(',')}, manifests ${MANIFESTS_N || 'off'}${opt.quick ? ', quick' : ''}, module autoload ${modprobe === '/sbin/modprobe' ? 'off (every module request fails)' : `on (${modprobe})`}`);
+const cgroup = benchCgroup();
+console.log(`cluster-scale benchmark: kernel ${sh('uname', ['-r']).trim()}, node ${process.version}, commit ${process.env.KIP_BENCH_COMMIT ?? 'unknown'}, sizes ${SIZES.join(',')}, manifests ${MANIFESTS_N || 'off'}${opt.quick ? ', quick' : ''}, module autoload ${modprobe === '/sbin/modprobe' ? 'off (every module request fails)' : `on (${modprobe})`}, daemon in a cgroup with memory.max ${cgroup ? `${cgroup.limit / 2 ** 20} MiB (the chart's limit)` : 'none'}`);
 const probe = await KernelProbe.open();
 const results = [];
 let manifests = null;

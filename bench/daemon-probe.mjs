@@ -1,8 +1,8 @@
 // Helpers of the cluster-scale benchmark (inside UML): run the built daemon (dist/bin/cli.js) as
 // a child process, read its /metrics and /proc status, and look at the kernel's IPVS table
 // through the addon's netlink client (one service's real servers per dump: cheap to poll).
-import { spawn } from 'node:child_process';
-import { openSync, closeSync, readFileSync, statSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { openSync, closeSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -27,16 +27,57 @@ export function shipped(cli = 'dist/bin/cli.js') {
   return { env, flags: flags.split(' ').filter(Boolean) };
 }
 
+/** The chart's container memory limit (`resources.limits.memory` in values.yaml, `<n>Mi` or `<n>Gi`), in bytes. */
+export function chartMemoryLimit() {
+  const values = readFileSync(new URL('../charts/kube-ipvs-proxy/values.yaml', import.meta.url), 'utf8');
+  const m = /^resources:\n(?:  .*\n)*?  limits:\n(?:    .*\n)*?    memory: (\d+)(Mi|Gi)$/m.exec(values);
+  if (!m) throw new Error('charts/kube-ipvs-proxy/values.yaml: no resources.limits.memory');
+  return Number(m[1]) * 2 ** (m[2] === 'Gi' ? 30 : 20);
+}
+
+const CGROUP_ROOT = '/sys/fs/cgroup';
+let daemonCgroup;
+
+/**
+ * Inside UML, a cgroup v2 group whose memory.max is the chart's limit, which the daemon is started
+ * in: V8 sizes its heap from that limit (1 MiB semi-spaces at 512Mi), as in the DaemonSet's pod.
+ * Null outside UML (the host's cgroups are never touched) or with KIP_BENCH_CGROUP=off (for A/B runs).
+ */
+export function benchCgroup() {
+  if (daemonCgroup !== undefined) return daemonCgroup;
+  daemonCgroup = null;
+  if (process.env.KIP_IN_UML !== '1' || process.env.KIP_BENCH_CGROUP === 'off') return null;
+  if (!existsSync(`${CGROUP_ROOT}/cgroup.controllers`)) spawnSyncChecked('mount', ['-t', 'cgroup2', 'none', CGROUP_ROOT]);
+  writeFileSync(`${CGROUP_ROOT}/cgroup.subtree_control`, '+memory');
+  const dir = `${CGROUP_ROOT}/kip-daemon`;
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(`${dir}/memory.max`, String(chartMemoryLimit()));
+  return (daemonCgroup = { dir, limit: chartMemoryLimit() });
+}
+
+function spawnSyncChecked(cmd, args) {
+  const r = spawnSync(cmd, args, { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')}: ${r.stderr || r.error?.message}`);
+}
+
 /** The built daemon, started with `args` (its normal flags); output appended to `logFile`. */
 export class Daemon {
   constructor(args, logFile) {
     const fd = openSync(logFile, 'a');
     this.logFile = logFile;
-    this.startedAt = performance.now();
     // KIP_BENCH_CLI: another build's cli.js (e.g. a worktree of the base commit), for same-boot A/B runs.
     const cli = process.env.KIP_BENCH_CLI ?? 'dist/bin/cli.js';
     const { env, flags } = shipped(cli);
-    this.child = spawn(process.execPath, [...flags, cli, ...args, '--metrics-bind-address', METRICS, '--healthz-bind-address', HEALTHZ], { stdio: ['ignore', fd, fd], env: { ...process.env, ...env } });
+    // A child starts in its parent's cgroup: this process steps into the daemon's group for the
+    // spawn (which returns once the child has exec'd) and back out.
+    const cgroup = benchCgroup();
+    if (cgroup) writeFileSync(`${cgroup.dir}/cgroup.procs`, String(process.pid));
+    this.startedAt = performance.now();
+    try {
+      this.child = spawn(process.execPath, [...flags, cli, ...args, '--metrics-bind-address', METRICS, '--healthz-bind-address', HEALTHZ], { stdio: ['ignore', fd, fd], env: { ...process.env, ...env } });
+    } finally {
+      if (cgroup) writeFileSync(`${CGROUP_ROOT}/cgroup.procs`, String(process.pid));
+    }
     closeSync(fd);
     this.exited = new Promise((res) => this.child.once('exit', (code, signal) => res({ code, signal })));
     this.exitedEarly = null;
