@@ -44,9 +44,8 @@ let daemonCgroup;
  * Null outside UML (the host's cgroups are never touched) or with KIP_BENCH_CGROUP=off (for A/B runs).
  */
 export function benchCgroup() {
-  if (daemonCgroup !== undefined) return daemonCgroup;
-  daemonCgroup = null;
   if (process.env.KIP_IN_UML !== '1' || process.env.KIP_BENCH_CGROUP === 'off') return null;
+  if (daemonCgroup) return daemonCgroup;
   if (!existsSync(`${CGROUP_ROOT}/cgroup.controllers`)) spawnSyncChecked('mount', ['-t', 'cgroup2', 'none', CGROUP_ROOT]);
   writeFileSync(`${CGROUP_ROOT}/cgroup.subtree_control`, '+memory');
   const dir = `${CGROUP_ROOT}/kip-daemon`;
