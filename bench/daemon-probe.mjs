@@ -1,12 +1,14 @@
 // Helpers of the cluster-scale benchmark (inside UML): run the built daemon (dist/bin/cli.js) as
 // a child process, read its /metrics and /proc status, and look at the kernel's IPVS table
 // through the addon's netlink client (one service's real servers per dump: cheap to poll).
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { openSync, closeSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { parse } from 'yaml';
 
 import { NetlinkIpvsClient } from '../dist/src/kernel/ipvs/client.js';
+import { sh } from './uml-kernel.mjs';
 
 /** Where the daemon serves /metrics and /healthz inside UML. */
 export const METRICS = '127.0.0.1:10249';
@@ -29,9 +31,9 @@ export function shipped(cli = 'dist/bin/cli.js') {
 
 /** The chart's container memory limit (`resources.limits.memory` in values.yaml, `<n>Mi` or `<n>Gi`), in bytes. */
 export function chartMemoryLimit() {
-  const values = readFileSync(new URL('../charts/kube-ipvs-proxy/values.yaml', import.meta.url), 'utf8');
-  const m = /^resources:\n(?:  .*\n)*?  limits:\n(?:    .*\n)*?    memory: (\d+)(Mi|Gi)$/m.exec(values);
-  if (!m) throw new Error('charts/kube-ipvs-proxy/values.yaml: no resources.limits.memory');
+  const values = parse(readFileSync(new URL('../charts/kube-ipvs-proxy/values.yaml', import.meta.url), 'utf8'));
+  const m = /^(\d+)(Mi|Gi)$/.exec(values?.resources?.limits?.memory ?? '');
+  if (!m) throw new Error('charts/kube-ipvs-proxy/values.yaml: resources.limits.memory is not <n>Mi or <n>Gi');
   return Number(m[1]) * 2 ** (m[2] === 'Gi' ? 30 : 20);
 }
 
@@ -46,17 +48,13 @@ let daemonCgroup;
 export function benchCgroup() {
   if (process.env.KIP_IN_UML !== '1' || process.env.KIP_BENCH_CGROUP === 'off') return null;
   if (daemonCgroup) return daemonCgroup;
-  if (!existsSync(`${CGROUP_ROOT}/cgroup.controllers`)) spawnSyncChecked('mount', ['-t', 'cgroup2', 'none', CGROUP_ROOT]);
+  if (!existsSync(`${CGROUP_ROOT}/cgroup.controllers`)) sh('mount', ['-t', 'cgroup2', 'none', CGROUP_ROOT]);
   writeFileSync(`${CGROUP_ROOT}/cgroup.subtree_control`, '+memory');
   const dir = `${CGROUP_ROOT}/kip-daemon`;
   mkdirSync(dir, { recursive: true });
-  writeFileSync(`${dir}/memory.max`, String(chartMemoryLimit()));
-  return (daemonCgroup = { dir, limit: chartMemoryLimit() });
-}
-
-function spawnSyncChecked(cmd, args) {
-  const r = spawnSync(cmd, args, { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')}: ${r.stderr || r.error?.message}`);
+  const limit = chartMemoryLimit();
+  writeFileSync(`${dir}/memory.max`, String(limit));
+  return (daemonCgroup = { dir, limit });
 }
 
 /** The built daemon, started with `args` (its normal flags); output appended to `logFile`. */
