@@ -1,6 +1,6 @@
 // The periodic verification (in-memory kernels): no writes when nothing drifted, every kind of
 // drift repaired, and a change arriving during the verification is not held back by it.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -408,5 +408,41 @@ describe('restart over a programmed kernel', () => {
     expect(ipvs.ops).toMatchObject({ addService: 1, addDestination: 1, updateDestination: 0, deleteDestination: 0, updateService: 0 });
     expect(order.indexOf('write')).toBeLessThan(order.lastIndexOf('read')); // written before the last chunk was read
     expect(ipvs.weights()['tcp/10.96.9.9:80']).toEqual({ '10.244.1.2:8080': 1 });
+  });
+
+  it('a handoff record from the stopped daemon: the virtual servers changed while down are read (and written) first', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kip-state-'));
+    try {
+      const first = restarted(dir);
+      await first.p.sync();
+      first.p.close(); // leaves the record
+      expect(existsSync(join(dir, 'ipvs-handoff.json'))).toBe(true);
+      const reads: string[][] = [];
+      const order: string[] = [];
+      const spy = new Proxy(ipvs, {
+        get(target, prop, receiver) {
+          const v = Reflect.get(target, prop, receiver);
+          if (prop === 'listDestinationsMany')
+            return (...a: Parameters<IpvsClient['listDestinationsMany']>) => (reads.push(a[0].map((k) => k.address)), order.push('read'), target.listDestinationsMany(...a));
+          return typeof v === 'function' ? v.bind(target) : v;
+        },
+      });
+      const origApply = ipvs.apply.bind(ipvs);
+      ipvs.apply = async (ops) => (order.push('write'), origApply(ops));
+      // The last service in the kernel's order gets a new endpoint while no daemon runs.
+      const { p, h } = restarted(dir, spy as IpvsClient);
+      h.onEndpointSlice('ns/s299-1', slice('s299', ['10.244.1.2', '10.244.2.2', '10.244.3.3']));
+      ipvs.resetCounters();
+      await p.sync();
+      expect(reads.length).toBeGreaterThan(2);
+      expect(reads[0]![0]).toBe('10.96.1.43'); // s299: read in the first chunk, ahead of the kernel's order
+      expect(order.indexOf('write')).toBe(1); // written right after that first read
+      expect(ipvs.ops).toMatchObject({ addDestination: 1, addService: 0, deleteDestination: 0 });
+      expect(ipvs.weights()['tcp/10.96.1.43:80']).toMatchObject({ '10.244.3.3:8080': 1 });
+      expect((await p.verified())?.readFirst).toBe(1);
+      expect(existsSync(join(dir, 'ipvs-handoff.json'))).toBe(false); // taken: a crash now leaves no stale record
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

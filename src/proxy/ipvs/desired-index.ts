@@ -80,7 +80,8 @@ const FLAG_SLOT: Record<ServiceFlag, number> = {
   'flag-3': 16,
 };
 
-function flagSlots(flags: readonly ServiceFlag[]): number {
+/** The flags as the kernel stores them (see FLAG_SLOT): equal for flag lists the kernel cannot tell apart. */
+export function flagSlots(flags: readonly ServiceFlag[]): number {
   let bits = 0;
   for (const f of flags) bits |= FLAG_SLOT[f];
   return bits;

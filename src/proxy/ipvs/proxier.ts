@@ -28,6 +28,7 @@ import { GracefulState, refreshDraining } from './graceful.js';
 import { DesiredIndex, emptyDelta, mergeDelta, type DesiredDelta } from './desired-index.js';
 import { OWNED_SETS, SET, setName } from './ipsets.js';
 import { IptablesKeeper, type FamilyRules } from './iptables-keeper.js';
+import { differing, takeHandoff, writeHandoff } from './handoff.js';
 import { emptyObserved, readObserved } from './observe.js';
 import { formatPlan, plan, type Plan } from './plan.js';
 import { ipvsModeRules, lbNoNodeAccess } from './rules.js';
@@ -80,7 +81,7 @@ export interface ProxierOptions {
   sysctl?: typeof applySysctls;
   /** Runs `conntrack ARGS` (default: the binary; its failures are ignored). */
   conntrack?: ConntrackRunner;
-  /** Where state that should survive a restart is kept (the last iptables restore's hashes); none by default. */
+  /** Where state that should survive a restart is kept (the last iptables restore's hashes, handoff.ts's record); none by default. */
   stateDir?: string;
   /** Milliseconds until the runner may start the next sync (the verification keeps its reads out of the syncs' way). */
   nextSyncIn?: () => number;
@@ -119,6 +120,8 @@ export class IpvsProxier {
   private lastVerify: VerifyReport | null = null;
   /** close() was called: a verification still reading fails on the closed sockets, as expected. */
   private closed = false;
+  /** The whole kernel was read once (adopted, or a full sync): observed is worth a handoff record at close(). */
+  private whole = false;
   private requestSync: () => void = () => {};
   /** Objects whose ops failed: looked at again by the next (partial) sync. */
   private retryScope: DesiredDelta = emptyDelta();
@@ -257,6 +260,7 @@ export class IpvsProxier {
    */
   private async adopt(): Promise<void> {
     let changed: ReadonlySet<string> = new Set();
+    let first: ReadonlySet<string> | undefined;
     await this.queue.run(async () => {
       if (!this.started) await this.prepare();
       this.observed = emptyObserved();
@@ -266,8 +270,10 @@ export class IpvsProxier {
       this.nodePortAddresses = await this.readNodePortAddresses();
       changed = this.tracker.takeChanged();
       for (const key of changed) this.update(key);
+      const record = this.o.stateDir ? takeHandoff(this.o.stateDir) : null;
+      if (record) first = differing(record, this.index.virtualServers());
     });
-    this.verifying = this.verify(false); // nothing else runs meanwhile: no pacing
+    this.verifying = this.verify(false, first); // nothing else runs meanwhile: no pacing
     const r = await this.verifying.finally(() => (this.verifying = null));
     // After the writes, not before them (one conntrack process per UDP VIP), as a sync does.
     await this.queue.run(() => this.conntrack.clean(this.tracker.state(), changed));
@@ -275,6 +281,7 @@ export class IpvsProxier {
       this.observed = null;
       throw new Error('adopting the kernel state failed (see the verification warning); retrying');
     }
+    this.whole = true;
   }
 
   /** Resolves when the verification in flight (if any) has finished: the last verification's report, or null. */
@@ -302,6 +309,7 @@ export class IpvsProxier {
     if (full) {
       this.nodePortAddresses = await this.readNodePortAddresses();
       this.observed = await readObserved({ ipvs: clients.ipvs, ipset: clients.ipset, link: clients.link, dummyName: this.o.dummyName });
+      this.whole = !config.dryRun;
       for (const key of new Set([...this.tracker.state().services.keys(), ...this.index.keys()])) this.update(key);
     }
     this.retryScope = emptyDelta();
@@ -365,11 +373,11 @@ export class IpvsProxier {
   }
 
   /** The periodic verification (see Verifier); null when a read failed (logged; the next period tries again). */
-  private async verify(paced = true): Promise<VerifyReport | null> {
+  private async verify(paced = true, first?: ReadonlySet<string>): Promise<VerifyReport | null> {
     const { logger } = this.o;
     let r: VerifyReport;
     try {
-      r = await this.verifier.run(paced);
+      r = await this.verifier.run(paced, first);
     } catch (e) {
       const err = e instanceof Error ? e.message : String(e);
       if (this.closed) logger.debug({ err }, 'periodic verification cut short by shutdown');
@@ -437,7 +445,9 @@ export class IpvsProxier {
     return out;
   }
 
+  /** Closes the sockets; with a state directory, first leaves what is programmed for the next daemon (handoff.ts). */
   close(): void {
+    if (this.o.stateDir && this.whole && this.observed && !this.closed) writeHandoff(this.o.stateDir, this.observed);
     this.closed = true;
     const c = this.o.clients;
     c.ipvs.close();

@@ -213,6 +213,8 @@ export interface VerifyReport {
   maxHoldMs: number;
   /** The step that held it (`node`, `services`, `destinations`, `set:<name>`, `addresses`, `iptables`). */
   maxHoldStep?: string;
+  /** Virtual servers whose destinations were read before the others (run()'s `first`), when any. */
+  readFirst?: number;
 }
 
 /** What the verification needs of the proxier. */
@@ -267,9 +269,10 @@ export class Verifier {
    * took (at most 250 ms), so it leaves at least half of the CPU (UML has one) to partial syncs;
    * and a step that would still be reading when the next partial sync may start (nextSyncIn)
    * waits for that sync to be done first, so reads fill the gaps between syncs instead of
-   * competing with them for the CPU.
+   * competing with them for the CPU. The destinations of the virtual servers in `first` (a
+   * restart's handoff.ts) are read before the others.
    */
-  async run(paced: boolean): Promise<VerifyReport> {
+  async run(paced: boolean, first?: ReadonlySet<VirtualServerId>): Promise<VerifyReport> {
     const h = this.host;
     const t0 = h.now();
     const r: VerifyReport = { durationMs: 0, steps: 0, repaired: 0, ops: 0, iptablesRestores: 0, errors: 0, drift: 0, maxHoldMs: 0 };
@@ -335,7 +338,13 @@ export class Verifier {
       const listed = new ServiceListFold(h.observed(), h.index.virtualServers());
       const rows = async () => (await h.read.ipvs.readServices())[Symbol.iterator]();
       await step('services', rows, (it, touched, f) => listed.add(it, h.observed(), touched, f, SERVICE_SLICE));
-      const { keys, unread } = listed;
+      const { unread } = listed;
+      let keys = listed.keys;
+      if (first?.size) {
+        const ahead = keys.filter((k) => first.has(serviceId(k)));
+        r.readFirst = ahead.length;
+        keys = [...ahead, ...keys.filter((k) => !first.has(serviceId(k)))];
+      }
       for (let i = 0; i < keys.length; i += VERIFY_CHUNK) {
         const chunk = keys.slice(i, i + VERIFY_CHUNK);
         await step('destinations', () => h.read.ipvs.listDestinationsMany(chunk), (dests, touched, f) => foldDestinations(h.observed(), chunk, dests, unread, touched, f));

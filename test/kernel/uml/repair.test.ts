@@ -1,6 +1,7 @@
 // Inside UML: the daemon (short sync period) while real traffic flows: a sync that hits a missing
 // kube-ipvs0 re-creates it at once, a no-change verification writes nothing, a UDP flow leaves a
-// removed endpoint, a restart adopts the kernel. (Each fault's repair: faults.test.ts.)
+// removed endpoint, a restart adopts the kernel (reading first what changed while no daemon ran).
+// (Each fault's repair: faults.test.ts.)
 import { execFileSync, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 
@@ -117,6 +118,24 @@ describe('restart over the programmed kernel', () => {
     process.stdout.write(`restart: ${verified}\n`);
     expect(verified).toMatch(/\bops=0\b/);
     expect(verified).toMatch(/\biptablesRestores=0\b/);
+    expect(verified).not.toMatch(/readFirst/); // the stopped daemon's record matched: nothing to read first
+    expect(served('tcp:10.96.0.10:80')).toBe(true);
+  });
+
+  it('a change made while no daemon ran is read first (the stopped daemon left a record) and written', async () => {
+    expect(await d.stop()).toBe(0);
+    expect(sh('ls', '/run/kube-ipvs-proxy')).toContain('ipvs-handoff.json');
+    manifests.edit('endpointslices.yaml', (doc) =>
+      doc.metadata?.labels?.['kubernetes.io/service-name'] === 'hashed' ? { ...doc, endpoints: doc.endpoints.filter((e: { addresses: string[] }) => !e.addresses.includes('10.244.3.2')) } : doc,
+    );
+    const mark = d.log.length;
+    d.start();
+    await d.healthy();
+    const verified = d.log.slice(mark).split('\n').find((l) => /verified/.test(l));
+    process.stdout.write(`restart after a change: ${verified}\n`);
+    expect(verified).toMatch(/\breadFirst=1\b/); // hashed's one virtual server, ahead of the kernel's order
+    expect(sh('ipvsadm', '-Sn')).not.toMatch(/-t 10\.96\.0\.13:80 -r 10\.244\.3\.2:8080 -m -w [1-9]/);
+    expect(served('tcp:10.96.0.13:80')).toBe(true);
     expect(served('tcp:10.96.0.10:80')).toBe(true);
   });
 });
