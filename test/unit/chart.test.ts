@@ -174,16 +174,21 @@ describe.each(Object.keys(VALUE_SETS))('chart rendered with %s values', (set) =>
     expect(c.command).toBeUndefined(); // the image's ENTRYPOINT (node /app/dist/bin/cli.js) runs
   });
 
-  it('mounts /lib/modules read-only and /run/xtables.lock (FileOrCreate), and no other host path', () => {
+  it('mounts /lib/modules read-only, /run/xtables.lock (FileOrCreate) and the state directory /run/kube-ipvs-proxy (DirectoryOrCreate, so the next pod of a rollout finds what the last one left), and no other host path', () => {
     const pod = one(set, 'DaemonSet').spec.template.spec;
     const hostPaths = pod.volumes.filter((v: Obj) => v.hostPath);
-    expect(hostPaths.map((v: Obj) => v.hostPath)).toEqual([{ path: '/lib/modules' }, { path: '/run/xtables.lock', type: 'FileOrCreate' }]);
+    expect(hostPaths.map((v: Obj) => v.hostPath)).toEqual([
+      { path: '/lib/modules' },
+      { path: '/run/xtables.lock', type: 'FileOrCreate' },
+      { path: '/run/kube-ipvs-proxy', type: 'DirectoryOrCreate' },
+    ]);
     const mounts = new Map(container(set).volumeMounts.map((m: Obj) => [m.name, m]));
     const byPath = (p: string) => hostPaths.find((v: Obj) => v.hostPath.path === p).name;
     expect(mounts.get(byPath('/lib/modules'))).toMatchObject({ mountPath: '/lib/modules', readOnly: true });
     expect(mounts.get(byPath('/run/xtables.lock'))).toMatchObject({ mountPath: '/run/xtables.lock' });
+    expect(mounts.get(byPath('/run/kube-ipvs-proxy'))).toMatchObject({ mountPath: '/run/kube-ipvs-proxy' });
     for (const m of mounts.values() as Iterable<Obj>) {
-      if (m.mountPath !== '/run/xtables.lock') expect(m.readOnly, m.mountPath).toBe(true);
+      if (m.mountPath !== '/run/xtables.lock' && m.mountPath !== '/run/kube-ipvs-proxy') expect(m.readOnly, m.mountPath).toBe(true);
     }
   });
 
