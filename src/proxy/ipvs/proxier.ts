@@ -257,6 +257,7 @@ export class IpvsProxier {
    * The first sync of a daemon (not of --once): adopts what the kernel holds through one
    * verification (reads in steps, each followed by the writes it shows are needed), instead of
    * reading the whole table before the first write. A kernel that already matches gets no write.
+   * With the stopped daemon's handoff record, what differs from it is read first (handoff.ts).
    */
   private async adopt(): Promise<void> {
     let changed: ReadonlySet<string> = new Set();
