@@ -7,11 +7,9 @@
 // verifies the whole table, so a stale or missing record (a crash, an edit of the kernel while no
 // daemon ran) costs time, never correctness. Reading the record removes it: a daemon that dies
 // without writing a new one leaves none behind.
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-
 import type { Destination, VirtualService } from '../../kernel/ipvs/types.js';
 import { flagSlots } from './desired-index.js';
+import { readStateFile, writeStateFile } from './state-dir.js';
 import type { ObservedState, VirtualServerId } from './types.js';
 
 const FILE = 'ipvs-handoff.json';
@@ -60,31 +58,14 @@ export function digest({ service: s, destinations }: Programmed): string {
 export function writeHandoff(dir: string, observed: ObservedState): void {
   const virtualServers: Record<string, string> = {};
   for (const [id, vs] of observed.virtualServers) virtualServers[id] = digest({ service: vs.service, destinations: vs.destinations.values() });
-  try {
-    mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, FILE), JSON.stringify({ version: VERSION, virtualServers }));
-  } catch {
-    // e.g. a read-only state directory: the next adoption reads in the kernel's order
-  }
+  writeStateFile(dir, FILE, { version: VERSION, virtualServers });
 }
 
 /** Reads and removes the record; null when there is none (first start, a crash) or it is unreadable. */
 export function takeHandoff(dir: string): Map<VirtualServerId, string> | null {
-  const file = join(dir, FILE);
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch {
-    return null;
-  }
-  rmSync(file, { force: true });
-  try {
-    const r = JSON.parse(text) as { version?: unknown; virtualServers?: unknown };
-    if (r.version !== VERSION || typeof r.virtualServers !== 'object' || r.virtualServers === null) return null;
-    return new Map(Object.entries(r.virtualServers as Record<string, unknown>).filter((e): e is [string, string] => typeof e[1] === 'string'));
-  } catch {
-    return null;
-  }
+  const r = readStateFile(dir, FILE, { remove: true }) as { version?: unknown; virtualServers?: unknown } | null;
+  if (r?.version !== VERSION || typeof r.virtualServers !== 'object' || r.virtualServers === null) return null;
+  return new Map(Object.entries(r.virtualServers as Record<string, unknown>).filter((e): e is [string, string] => typeof e[1] === 'string'));
 }
 
 /** The wanted virtual servers the record says the kernel held otherwise (or not at all). */

@@ -5,10 +5,9 @@
 // flushed chain, changes the owned lines and is restored. With a state directory, both are kept
 // in a file, so a restarted daemon over unchanged rules runs no iptables-restore either.
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 
 import type { Iptables, Table, TableSpec } from '../../kernel/iptables.js';
+import { readStateFile, writeStateFile } from './state-dir.js';
 
 /** One family's wanted rules. */
 export interface FamilyRules {
@@ -43,34 +42,22 @@ export class IptablesKeeper {
   /** `stateDir` (e.g. /run/kube-ipvs-proxy): where the last restore's hashes survive a restart. */
   constructor(private readonly stateDir?: string) {}
 
-  private file(family: string): string {
-    return join(this.stateDir!, `iptables-${family}.json`);
-  }
-
   private load(): void {
     this.loaded = true;
     if (!this.stateDir) return;
     for (const family of ['ipv4', 'ipv6']) {
-      try {
-        const { text, print } = JSON.parse(readFileSync(this.file(family), 'utf8')) as { text?: unknown; print?: unknown };
-        if (typeof text === 'string' && typeof print === 'string') {
-          this.text.set(family, text);
-          this.print.set(family, print);
-        }
-      } catch {
-        // none yet, or unreadable: the first sync restores
+      // None yet, or unreadable: the first sync restores.
+      const saved = readStateFile(this.stateDir, `iptables-${family}.json`) as { text?: unknown; print?: unknown } | null;
+      if (typeof saved?.text === 'string' && typeof saved.print === 'string') {
+        this.text.set(family, saved.text);
+        this.print.set(family, saved.print);
       }
     }
   }
 
+  /** Best effort: without it a restart restores once. */
   private save(family: string): void {
-    if (!this.stateDir) return;
-    try {
-      mkdirSync(this.stateDir, { recursive: true });
-      writeFileSync(this.file(family), JSON.stringify({ text: this.text.get(family), print: this.print.get(family) }));
-    } catch {
-      // best effort: without it a restart restores once
-    }
+    if (this.stateDir) writeStateFile(this.stateDir, `iptables-${family}.json`, { text: this.text.get(family), print: this.print.get(family) });
   }
 
   /** Families written at least once (IPv6 rules are kept in sync once written). */

@@ -341,9 +341,11 @@ export class Verifier {
       const { unread } = listed;
       let keys = listed.keys;
       if (first?.size) {
-        const ahead = keys.filter((k) => first.has(serviceId(k)));
+        const ahead: ServiceKey[] = [];
+        const rest: ServiceKey[] = [];
+        for (const k of keys) (first.has(serviceId(k)) ? ahead : rest).push(k);
         r.readFirst = ahead.length;
-        keys = [...ahead, ...keys.filter((k) => !first.has(serviceId(k)))];
+        keys = [...ahead, ...rest];
       }
       for (let i = 0; i < keys.length; i += VERIFY_CHUNK) {
         const chunk = keys.slice(i, i + VERIFY_CHUNK);

@@ -1,0 +1,33 @@
+// Files in the state directory (/run/kube-ipvs-proxy): what a daemon leaves for the next one on
+// the node (iptables-keeper.ts's hashes, handoff.ts's record). Best effort both ways: a file that
+// is missing, unreadable or not JSON reads as null, and a write that fails only costs the next
+// daemon some work.
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+/** The JSON value of `dir/name`, or null; with `remove`, the file is removed once read. */
+export function readStateFile(dir: string, name: string, { remove = false } = {}): unknown {
+  const file = join(dir, name);
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    return null;
+  }
+  if (remove) rmSync(file, { force: true });
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return null;
+  }
+}
+
+/** Writes `value` as JSON to `dir/name` (the directory created if need be); failures are ignored. */
+export function writeStateFile(dir: string, name: string, value: unknown): void {
+  try {
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, name), JSON.stringify(value));
+  } catch {
+    // e.g. a read-only state directory
+  }
+}
