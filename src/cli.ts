@@ -70,7 +70,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
       if (command === 'cleanup') return withNodeLock(async () => (await import('./cleanup.js')).runCleanup(config, logger), onLocked);
       // The source starts reading first (it writes nothing), before the daemon's own (larger)
       // module graph is loaded and before the lock; the kernel is touched only under the lock.
-      const early = await (await import('./source/start.js')).startSource(config, logger);
+      const early = await (await import('./source/start.js')).startSource(config, logger, { resume: !config.dryRun });
       const run = async (): Promise<number> => (await import('./daemon.js')).runDaemon(config, logger, early);
       if (config.dryRun) return run();
       const code = await withNodeLock(run, onLocked);

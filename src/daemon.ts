@@ -16,6 +16,7 @@ import { MetricsServer, ProxyMetrics, type ProxyMode } from './server/metrics.js
 import { serveIpvsViews } from './server/ipvs-views.js';
 import { ServiceHealthServers } from './server/servicehealth.js';
 import { nodeNameOf, startSource, type StartedSource } from './source/start.js';
+import { STATE_DIR } from './state-dir.js';
 import type { SourceHandler } from './source/types.js';
 
 export { nodeNameOf } from './source/start.js';
@@ -111,7 +112,7 @@ async function ipvsModeIptables(ipts: ReturnType<typeof openIptables>, config: C
  */
 export async function runDaemon(config: Config, logger: Logger, early?: StartedSource): Promise<number> {
   const nodeName = nodeNameOf(config);
-  const started = early ?? (await startSource(config, logger));
+  const started = early ?? (await startSource(config, logger, { resume: !config.dryRun }));
   // Unless --dry-run, the preferred backend must prove it can program nat and filter (a write:
   // the caller holds the node lock). Never rejects. Its commands run niced: nothing waits for them
   // before the first sync's iptables step, so they do not take a small node's CPU from the list
@@ -125,7 +126,7 @@ export async function runDaemon(config: Config, logger: Logger, early?: StartedS
   }
 }
 
-async function runWithSource(config: Config, logger: Logger, nodeName: string, { source, held, synced, tracker }: StartedSource, detection: Promise<Detection>): Promise<number> {
+async function runWithSource(config: Config, logger: Logger, nodeName: string, { source, held, synced, tracker, leave }: StartedSource, detection: Promise<Detection>): Promise<number> {
   // The backend is detected while the IPVS mode programs the kernel: only its iptables step waits.
   const ipts = openIptables(detection, logger);
   const chosen = await chooseMode(config, logger);
@@ -149,7 +150,7 @@ async function runWithSource(config: Config, logger: Logger, nodeName: string, {
       ? (ipvsProxier = new (await import('./proxy/ipvs/proxier.js')).IpvsProxier({
           ...common,
           dummyName: DEFAULT_DUMMY_LINK,
-          stateDir: '/run/kube-ipvs-proxy',
+          stateDir: STATE_DIR,
           nextSyncIn: () => runner.nextSyncIn(),
           clients: {
             ipvs: chosen.ipvs,
@@ -227,6 +228,7 @@ async function runWithSource(config: Config, logger: Logger, nodeName: string, {
   });
   await runner.stop();
   await source.stop();
+  leave(common.tracker); // the API source's resume record for the next daemon (source/resume.ts)
   events?.close();
   await Promise.all(servers.map((s) => s.stop()));
   await serviceHealth.close(); // health-check node port listeners would keep the process alive

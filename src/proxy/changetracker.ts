@@ -17,6 +17,12 @@ import { formatCidr, parseCidr } from './ipvs/desired-net.js';
 import { schedulerFromAnnotations } from './ipvs/desired-scheduler.js';
 import { nodeZone } from './topology.js';
 
+/**
+ * This module's file name: a bundle chunk's carries its content hash, so it names the code that
+ * derived a snapshot's model (source/resume.ts).
+ */
+export const TRACKER_BUILD = import.meta.url.slice(import.meta.url.lastIndexOf('/') + 1);
+
 /** Session affinity timeout when the Service gives none (kube-proxy's DefaultClientIPServiceAffinitySeconds). */
 export const DEFAULT_AFFINITY_SECONDS = 10800;
 
@@ -282,6 +288,52 @@ function serviceOfSlice(slice: EndpointSlice): string | null {
 }
 
 /**
+ * One endpoint in a tracker snapshot: address, port, flags (ready 1, serving 2, terminating 4,
+ * local 8, IPv6 16), node, zone, then the zone and node hints when there are any.
+ */
+type PackedEndpoint = [string, number, number, string | null, string | null, string[]?, string[]?];
+
+/**
+ * What a ChangeTracker holds, as plain JSON (see ChangeTracker.snapshot()): the accepted ports per
+ * Service, each slice's endpoints per port key, the per-object problems, the uids and the Node.
+ */
+export interface TrackerSnapshot {
+  /** TRACKER_BUILD of the tracker that took it: another build's model is not restored. */
+  build: string;
+  services: Array<[string, ServicePortInfo[]]>;
+  serviceErrors: Array<[string, ObjectError[]]>;
+  uids: Array<[string, string]>;
+  slices: Array<[string, string | null, Array<[string, PackedEndpoint[]]>]>;
+  sliceErrors: Array<[string, ObjectError[]]>;
+  node: NodeInfo | null;
+}
+
+function packEndpoint(ep: EndpointInfo): PackedEndpoint {
+  const flags = (ep.ready ? 1 : 0) | (ep.serving ? 2 : 0) | (ep.terminating ? 4 : 0) | (ep.isLocal ? 8 : 0) | (ep.family === 'ipv6' ? 16 : 0);
+  const p: PackedEndpoint = [ep.address, ep.port, flags, ep.nodeName, ep.zone];
+  const zoneHints = ep.zoneHints ?? NO_HINTS;
+  const nodeHints = ep.nodeHints ?? NO_HINTS;
+  if (zoneHints.length > 0 || nodeHints.length > 0) p.push(zoneHints, nodeHints);
+  return p;
+}
+
+function unpackEndpoint([address, port, flags, nodeName, zone, zoneHints, nodeHints]: PackedEndpoint): EndpointInfo {
+  return {
+    address,
+    port,
+    family: flags & 16 ? 'ipv6' : 'ipv4',
+    ready: (flags & 1) !== 0,
+    serving: (flags & 2) !== 0,
+    terminating: (flags & 4) !== 0,
+    nodeName: sharedName(nodeName ?? undefined),
+    zone: sharedName(zone ?? undefined),
+    isLocal: (flags & 8) !== 0,
+    zoneHints: zoneHints?.length ? zoneHints : NO_HINTS,
+    nodeHints: nodeHints?.length ? nodeHints : NO_HINTS,
+  };
+}
+
+/**
  * Tracks Services, EndpointSlices and this Node (same calls as SourceHandler) and keeps the
  * proxy's model. `state()` returns live views, valid until the next event.
  */
@@ -420,6 +472,52 @@ export class ChangeTracker {
   /** The uid of the Service `key` (`namespace/name`) as last delivered, if it had one. */
   uidOf(key: string): string | undefined {
     return this.#uids.get(key);
+  }
+
+  /**
+   * Everything the tracker holds, as plain JSON, for a daemon that restarts (source/resume.ts);
+   * restore() takes it back. Slices are kept as their endpoints per port key, as here.
+   */
+  snapshot(): TrackerSnapshot {
+    return {
+      build: TRACKER_BUILD,
+      services: [...this.#services],
+      serviceErrors: [...this.#serviceErrors],
+      uids: [...this.#uids],
+      slices: Array.from(this.#slices, ([key, s]) => [key, s.service, Array.from(s.endpoints, ([k, eps]) => [k, eps.map(packEndpoint)] as [string, PackedEndpoint[]])]),
+      sliceErrors: [...this.#sliceErrors],
+      node: this.#node,
+    };
+  }
+
+  /**
+   * Takes a snapshot() back into an empty tracker: every port key it holds counts as changed (the
+   * first sync compares them all with the kernel). Throws on a tracker that has taken objects.
+   */
+  restore(s: TrackerSnapshot): void {
+    if (this.#services.size + this.#slices.size + this.#serviceErrors.size + this.#sliceErrors.size > 0 || this.#node !== null) {
+      throw new Error('ChangeTracker.restore: the tracker is not empty');
+    }
+    for (const [key, ports] of s.services) {
+      this.#services.set(key, ports);
+      for (const p of ports) {
+        const k = portNameKey(p.name);
+        this.#ports.set(k, p);
+        this.#changed.add(k);
+      }
+    }
+    for (const [key, errors] of s.serviceErrors) this.#serviceErrors.set(key, errors);
+    for (const [key, uid] of s.uids) this.#uids.set(key, uid);
+    for (const [key, errors] of s.sliceErrors) this.#sliceErrors.set(key, errors);
+    for (const [key, service, lists] of s.slices) {
+      this.#slices.set(key, { service, endpoints: new Map(lists.map(([k, eps]) => [k, eps.map(unpackEndpoint)])) });
+      if (service === null) continue;
+      let set = this.#slicesByService.get(service);
+      if (set === undefined) this.#slicesByService.set(service, (set = new Set()));
+      set.add(key);
+    }
+    for (const service of this.#slicesByService.keys()) this.#recompute(service);
+    this.#node = s.node;
   }
 
   /** Current per-object problems (Services not programmed, slices or endpoints ignored). */

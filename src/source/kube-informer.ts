@@ -7,6 +7,12 @@
 // - 410 Gone (HTTP status, watch ERROR event, expired continue token) relists at once; a relist
 //   delivers only objects whose resourceVersion changed, and deletes those no longer listed;
 // - any other failure is retried after a jittered exponential backoff bounded by maxMs.
+// - resume(): a restarted daemon starts with the keys its predecessor had delivered and watches
+//   from the resourceVersion it had reached, without a list (source/resume.ts); `listed` fires once
+//   the watch has answered and its backlog has arrived (no event for RESUME_QUIET_MS, or at most
+//   RESUME_MAX_MS). A 410 relists as above (the relist delivers every object again and deletes the
+//   keys no longer listed); so does any other failure before it caught up (e.g. a resourceVersion
+//   the server never had).
 // The cache is one resourceVersion per key: the objects themselves live only in the receiver.
 import type { Logger } from '../log.js';
 import { ApiError, describeError, isGone, readLines, type KubeHttp } from './kube-http.js';
@@ -42,14 +48,22 @@ export interface InformerOptions {
   watchTimeoutSeconds?: number;
   logger?: Logger | undefined;
   /**
-   * Awaited after a list's response has arrived and before its body is read: what the
-   * events need (the validation's modules) loads while the first request is under way.
+   * Awaited after a list's (or watch's) response has arrived and before its body is read: what
+   * the events need (the validation's modules) loads while the first request is under way.
    */
   beforeDecode?: () => Promise<unknown>;
 }
 
 /** A watch silent (no event, no bookmark) for its timeout plus this long is presumed dead. */
 const WATCH_GRACE_MS = 60_000;
+
+/**
+ * A resumed watch counts as caught up (`listed`) this long after its last event (or its answer),
+ * and at the latest RESUME_MAX_MS after its answer: an API server sends what happened since the
+ * resourceVersion at once, then nothing until the next change.
+ */
+export const RESUME_QUIET_MS = 100;
+export const RESUME_MAX_MS = 1_000;
 
 /** `namespace/name` (cluster-scoped: `name`) of a raw object; '' without a name. */
 export function rawKey(o: RawObject): string {
@@ -76,6 +90,8 @@ export class Informer {
   #wake: (() => void) | undefined;
   #loop: Promise<void> | undefined;
   #stopped = false;
+  /** Resumed (resume()) and not yet caught up: the first watch stands in for the list. */
+  #resuming = false;
 
   constructor(http: KubeHttp, opts: InformerOptions, events: InformerEvents) {
     this.#http = http;
@@ -91,6 +107,17 @@ export class Informer {
   /** Objects currently cached (keys with their resourceVersion). */
   get size(): number {
     return this.#known.size;
+  }
+
+  /**
+   * Before start(): the keys already delivered (by a daemon before this one) and the
+   * resourceVersion they are current at; start() then watches from there instead of listing.
+   */
+  resume(resourceVersion: string, keys: Iterable<string>): void {
+    if (this.#loop || !resourceVersion) return;
+    for (const key of keys) this.#known.set(key, '');
+    this.#rv = resourceVersion;
+    this.#resuming = true;
   }
 
   /** Lists, then watches, until stop(); never rejects (failures go through `failed`). */
@@ -113,9 +140,11 @@ export class Informer {
         else await this.#watch();
       } catch (err) {
         if (this.#stopped) break;
-        if (isGone(err)) {
-          this.#opts.logger?.info({ path: this.#opts.path, resourceVersion: this.#rv, err: describeError(err) }, 'kubernetes: resourceVersion expired; relisting');
+        if (isGone(err) || this.#resuming) {
+          const msg = isGone(err) ? 'kubernetes: resourceVersion expired; relisting' : 'kubernetes: resuming the watch failed; relisting';
+          this.#opts.logger?.info({ path: this.#opts.path, resourceVersion: this.#rv, err: describeError(err) }, msg);
           this.#rv = '';
+          this.#resuming = false;
           continue;
         }
         this.#events.failed(err);
@@ -192,25 +221,48 @@ export class Informer {
     let timer = setTimeout(() => abort.abort(new Error(`watch silent for ${idle} ms`)), idle);
     const started = Date.now();
     let events = 0;
+    let caughtUp: { refresh(): void; cancel(): void } | undefined;
     try {
       const res = await this.#http.get(
         this.#query({ watch: 'true', allowWatchBookmarks: 'true', resourceVersion: this.#rv, timeoutSeconds: String(timeoutSeconds) }),
         abort.signal,
       );
+      await this.#opts.beforeDecode?.(); // a resumed watch is the first answer: nothing was listed
+      caughtUp = this.#resuming ? this.#whenCaughtUp() : undefined;
       await readLines(res, (e) => {
         if (this.#stopped) return;
         timer.refresh();
         events++;
         this.#onEvent(e as { type?: unknown; object?: RawObject });
+        caughtUp?.refresh();
       });
     } catch (err) {
       throw abort.signal.aborted && !this.#stopped ? abort.signal.reason : err;
     } finally {
       clearTimeout(timer);
+      caughtUp?.cancel();
     }
     if (events > 0 || Date.now() - started > 1000) this.#failures = 0;
     // A watch the server ends at once, again and again, must not spin.
     else await this.#backoff(new Error('watch ended at once without events'));
+  }
+
+  /**
+   * A resumed watch has answered: `listed` once no event came for RESUME_QUIET_MS (refresh() per
+   * event), at the latest RESUME_MAX_MS from now. A watch that ends first is resumed again.
+   */
+  #whenCaughtUp(): { refresh(): void; cancel(): void } {
+    const done = (): void => {
+      clearTimeout(quiet);
+      clearTimeout(cap);
+      if (!this.#resuming || this.#stopped) return;
+      this.#resuming = false;
+      this.#failures = 0;
+      this.#events.listed();
+    };
+    const quiet = setTimeout(done, RESUME_QUIET_MS);
+    const cap = setTimeout(done, RESUME_MAX_MS);
+    return { refresh: () => void quiet.refresh(), cancel: () => (clearTimeout(quiet), clearTimeout(cap)) };
   }
 
   #onEvent(e: { type?: unknown; object?: RawObject }): void {

@@ -11,6 +11,11 @@
 // - onSynced fires once the Service and EndpointSlice lists have been delivered and the Node
 //   list has either been delivered (onNode(null) when the node does not exist yet) or failed:
 //   the node is optional and arrives by onNode whenever it appears.
+// - Resuming (options.resume, source/resume.ts): given the record of the daemon before this one
+//   for the same API server, the tracker is restored from it, the rejected objects are reported
+//   again, and each informer watches from the record's resourceVersion instead of listing;
+//   onSynced fires once those watches have caught up. cursor() gives the record's source part at
+//   stop().
 import type { RequestOptions } from 'node:https';
 
 import type { Logger } from '../log.js';
@@ -20,8 +25,14 @@ import { compact } from './compact.js';
 import { loadClientConfig } from './kube-config.js';
 import { KubeHttp } from './kube-http.js';
 import { Informer, type Backoff, type InformerEvents, type RawObject } from './kube-informer.js';
+import { moduleFile, type SourceCursor } from './resume.js';
 import type { ProxySource, SourceHandler } from './types.js';
 import type { SourceKind, SourceObjects, validate } from './validate.js';
+
+/** This module's bundle chunk: part of the resume record's build (resume.ts). */
+export const KUBERNETES_SOURCE_BUILD = moduleFile(import.meta.url);
+
+const KINDS: readonly SourceKind[] = ['Service', 'EndpointSlice', 'Node'];
 
 /** Options of a KubernetesSource. */
 export interface KubernetesSourceOptions {
@@ -37,6 +48,11 @@ export interface KubernetesSourceOptions {
   listTimeoutMs?: number;
   /** Objects per list page (default 500). */
   pageSize?: number;
+  /**
+   * The stopped daemon's record (resume.ts); used when it names the same API server, after
+   * `restore()` (which puts its model into the change tracker) has run.
+   */
+  resume?: { cursor: SourceCursor; restore(): void };
 }
 
 /**
@@ -58,7 +74,11 @@ export class KubernetesSource implements ProxySource {
   #http: KubeHttp | undefined;
   /** Keys delivered (and not deleted since), per kind. */
   readonly #delivered: Record<SourceKind, Set<string>> = { Service: new Set(), EndpointSlice: new Set(), Node: new Set() };
-  readonly #pending = new Set<SourceKind>(['Service', 'EndpointSlice', 'Node']);
+  readonly #pending = new Set<SourceKind>(KINDS);
+  /** Objects rejected (and not since replaced by a valid version or deleted), by `kind key`. */
+  readonly #rejected = new Map<string, SourceCursor['rejected'][number]>();
+  #server = '';
+  #resumed = false;
   #synced = false;
   #stopped = false;
   #startedAt = 0;
@@ -93,9 +113,45 @@ export class KubernetesSource implements ProxySource {
       make('EndpointSlice', '/apis/discovery.k8s.io/v1/endpointslices'),
       make('Node', '/api/v1/nodes', `metadata.name=${nodeName}`),
     ];
-    logger?.info({ server: config.server, auth: config.auth, nodeName }, 'kubernetes: starting informers');
+    this.#server = config.server;
+    const resume = this.#opts.resume;
+    if (resume && resume.cursor.server !== config.server) {
+      logger?.info({ server: config.server, recorded: resume.cursor.server }, 'kubernetes: the resume record names another API server; listing');
+    } else if (resume) this.#resume(resume, handler);
+    logger?.info({ server: config.server, auth: config.auth, nodeName, resumed: this.#resumed }, 'kubernetes: starting informers');
     for (const informer of this.#informers) informer.start();
     await synced;
+  }
+
+  /** Takes the stopped daemon's model and watches from where it was; see the file comment. */
+  #resume({ cursor, restore }: NonNullable<KubernetesSourceOptions['resume']>, h: SourceHandler): void {
+    restore();
+    this.#resumed = true;
+    for (const kind of KINDS) for (const key of cursor.delivered[kind] ?? []) this.#delivered[kind].add(key);
+    for (const r of cursor.rejected) {
+      this.#rejected.set(`${r.kind} ${r.key}`, r);
+      h.onError(r.error);
+    }
+    KINDS.forEach((kind, i) => {
+      const rv = cursor.informers[kind];
+      const rejected = cursor.rejected.filter((r) => r.kind === kind).map((r) => r.key);
+      if (rv) this.#informers[i]!.resume(rv, [...this.#delivered[kind], ...rejected]);
+    });
+  }
+
+  /**
+   * The resume record's source part (resume.ts), once stop() has resolved: null before the caches
+   * synced. A kind whose informer was between a 410 and its relist has no resourceVersion.
+   */
+  cursor(): SourceCursor | null {
+    if (!this.#synced || !this.#stopped) return null;
+    const informers: SourceCursor['informers'] = {};
+    KINDS.forEach((kind, i) => {
+      const rv = this.#informers[i]?.resourceVersion;
+      if (rv) informers[kind] = rv;
+    });
+    const delivered = Object.fromEntries(KINDS.map((k) => [k, [...this.#delivered[k]]])) as SourceCursor['delivered'];
+    return { server: this.#server, informers, delivered, rejected: [...this.#rejected.values()] };
   }
 
   /** Stops every informer; nothing is delivered after this resolves. */
@@ -121,10 +177,13 @@ export class KubernetesSource implements ProxySource {
     const name = `${kind} ${key || '(unnamed)'}`;
     const result = this.#validate!(kind, compact(raw));
     if (!result.ok) {
-      this.#opts.logger?.warn({ object: name, reason: result.reason }, 'kubernetes: object rejected');
-      h.onError({ object: name, reason: result.reason });
+      const error = { object: name, reason: result.reason };
+      this.#opts.logger?.warn(error, 'kubernetes: object rejected');
+      this.#rejected.set(`${kind} ${key}`, { kind, key, error });
+      h.onError(error);
       return;
     }
+    this.#rejected.delete(`${kind} ${key}`);
     if (kind === 'EndpointSlice' && !(result.value as EndpointSlice).metadata.labels[SERVICE_NAME_LABEL]) {
       this.#remove(kind, key, h);
       return;
@@ -135,6 +194,7 @@ export class KubernetesSource implements ProxySource {
   }
 
   #remove(kind: SourceKind, key: string, h: SourceHandler): void {
+    this.#rejected.delete(`${kind} ${key}`);
     if (this.#delivered[kind].delete(key)) this.#deliver(kind, key, null, h);
   }
 
@@ -156,6 +216,7 @@ export class KubernetesSource implements ProxySource {
       {
         services,
         endpointSlices,
+        resumed: this.#resumed,
         durationMs: Math.round(performance.now() - this.#startedAt),
         rssMiB: Math.round(rss / 2 ** 20),
         heapUsedMiB: Math.round(heapUsed / 2 ** 20),

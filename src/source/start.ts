@@ -6,10 +6,15 @@
 // under the lock, starts the iptables backend detection, which writes a probe chain).
 import { hostname } from 'node:os';
 
+//
+// In API mode the daemon (not --once or --dry-run) resumes from the record
+// the daemon before it left there (resume.ts): the change tracker is loaded and restored before the
+// source starts, so that every delivery (deletions included) lands on the restored model.
 import type { Config } from '../config.js';
 import type { ChangeTracker } from '../proxy/changetracker.js';
 import type { Logger } from '../log.js';
 import { DeferredHandler } from './deferred.js';
+import type { KubernetesSource } from './kubernetes.js';
 import type { ProxySource } from './types.js';
 
 /** A started source whose deliveries wait in `held` until the proxier attaches. */
@@ -20,6 +25,11 @@ export interface StartedSource {
   synced: Promise<void>;
   /** The change tracker `held` feeds (loaded after the first requests are out): the proxier's. */
   tracker: Promise<ChangeTracker>;
+  /**
+   * After source.stop(): leaves the resume record for the next daemon (API mode with a state
+   * directory, caches synced); a no-op otherwise.
+   */
+  leave(tracker: ChangeTracker): void;
 }
 
 /** The node name: --hostname-override, else the host name, lower-cased as kube-proxy does. */
@@ -27,36 +37,64 @@ export function nodeNameOf(config: Config): string {
   return (config.hostnameOverride ?? hostname()).trim().toLowerCase();
 }
 
-/** The source of objects; only the chosen one is loaded. */
-async function sourceFor(config: Config, nodeName: string, logger: Logger): Promise<ProxySource> {
-  if (config.manifests) {
-    const { ManifestSource } = await import('./manifests.js');
-    return new ManifestSource({ path: config.manifests, nodeName, logger });
+/** The API source, resuming from the record in `stateDir` when there is one that fits (see the file comment). */
+async function kubernetesSource(config: Config, nodeName: string, logger: Logger, held: DeferredHandler, resumable: boolean) {
+  const { KubernetesSource, KUBERNETES_SOURCE_BUILD } = await import('./kubernetes.js');
+  const opts = { nodeName, logger, ...(config.kubeconfig ? { kubeconfig: config.kubeconfig } : {}), ...(config.master ? { master: config.master } : {}) };
+  if (!resumable) return { source: new KubernetesSource(opts) };
+  const { takeResume, writeResume, STATE_DIR: stateDir } = await import('./resume.js');
+  const taken = takeResume(stateDir, { build: KUBERNETES_SOURCE_BUILD, nodeName });
+  let record = taken !== null && 'record' in taken ? taken.record : null;
+  let reason = taken !== null && 'rejected' in taken ? taken.rejected : null;
+  let tracker: ChangeTracker | undefined;
+  if (record) {
+    // Only with a record is the tracker loaded before the first request.
+    const { ChangeTracker, TRACKER_BUILD } = await import('../proxy/changetracker.js');
+    if (record.tracker.build !== TRACKER_BUILD) [record, reason] = [null, `written by another build (${record.tracker.build})`];
+    held.feed((tracker = new ChangeTracker(nodeName)));
   }
-  const { KubernetesSource } = await import('./kubernetes.js');
-  return new KubernetesSource({
-    nodeName,
-    logger,
-    ...(config.kubeconfig ? { kubeconfig: config.kubeconfig } : {}),
-    ...(config.master ? { master: config.master } : {}),
-  });
+  if (reason !== null) logger.info({ reason }, 'the resume record left by the stopped daemon is not used; listing');
+  const resume = record ? { cursor: record, restore: () => tracker!.restore(record.tracker) } : undefined;
+  const source: KubernetesSource = new KubernetesSource({ ...opts, ...(resume ? { resume } : {}) });
+  const leave = (t: ChangeTracker): void => {
+    const cursor = source.cursor();
+    if (cursor) writeResume(stateDir, { build: KUBERNETES_SOURCE_BUILD, nodeName, ...cursor, tracker: t.snapshot() });
+  };
+  return { source, tracker, leave };
 }
 
-/** Creates and starts the configured source; never rejects (a failed start rejects `synced`). */
-export async function startSource(config: Config, logger: Logger): Promise<StartedSource> {
+/**
+ * Creates and starts the configured source; never rejects (a failed start rejects `synced`).
+ * `resume`: the API source takes the resume record from the state directory and leaves one
+ * (the daemon; not --dry-run).
+ */
+export async function startSource(config: Config, logger: Logger, { resume = false } = {}): Promise<StartedSource> {
   const nodeName = nodeNameOf(config);
-  const source = await sourceFor(config, nodeName, logger);
   const held = new DeferredHandler();
+  let source: ProxySource;
+  let restored: ChangeTracker | undefined;
+  let leave: StartedSource['leave'] = () => {};
+  if (config.manifests) {
+    const { ManifestSource } = await import('./manifests.js');
+    source = new ManifestSource({ path: config.manifests, nodeName, logger });
+  } else {
+    const k = await kubernetesSource(config, nodeName, logger, held, resume && !config.once && !config.dryRun);
+    source = k.source;
+    restored = k.tracker;
+    if (k.leave) leave = k.leave;
+  }
   const synced = source.start(held);
   synced.catch(() => {}); // awaited by the daemon once the proxier can take the objects
-  const tracker = import('../proxy/changetracker.js').then(({ ChangeTracker }) => {
-    const t = new ChangeTracker(nodeName);
-    held.feed(t);
-    return t;
-  });
+  const tracker = restored
+    ? Promise.resolve(restored)
+    : import('../proxy/changetracker.js').then(({ ChangeTracker }) => {
+        const t = new ChangeTracker(nodeName);
+        held.feed(t);
+        return t;
+      });
   tracker.catch(() => {}); // awaited by the daemon before it builds the proxier
   // The addon once the first requests are on their way: loading it tunes glibc's malloc for the
   // bursts of the initial lists (tuneMalloc in native/addon.cc).
   await import('../native/binding.js');
-  return { source, held, synced, tracker };
+  return { source, held, synced, tracker, leave };
 }

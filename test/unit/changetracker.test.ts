@@ -369,3 +369,55 @@ describe('ChangeTracker', () => {
     expect(t.state().node).toBeNull();
   });
 });
+
+describe('snapshot and restore (a restarted daemon resumes from the model it left)', () => {
+  function filled(): ChangeTracker {
+    const t = new ChangeTracker(NODE);
+    const svc = service('web', { ports: [{ name: 'http', port: 80 }, { name: 'dns', port: 53, protocol: 'UDP' }] }, { annotations: { 'kube-ipvs-proxy.io/scheduler': 'wrr' } });
+    t.onService('ns/web', { ...svc, metadata: { ...svc.metadata, uid: 'uid-web' } });
+    t.onService('ns/bad', service('bad', { clusterIP: '10.96.0.999' }));
+    t.onEndpointSlice('ns/web-1', slice('web-1', 'web', [{ ip: '10.244.1.2', node: NODE }, { ip: '10.244.2.2', node: 'b', ready: false, serving: true, terminating: true }], [{ name: 'http', port: 8080 }, { name: 'dns', port: 5353, protocol: 'UDP' }]));
+    t.onEndpointSlice('ns/web-2', slice('web-2', 'web', [{ ip: '10.244.3.2', node: 'c' }]));
+    t.onEndpointSlice('ns/v6', slice('v6', 'web', [{ ip: 'fd00::2', node: 'c' }], [{ name: 'http', port: 8080 }], 'IPv6'));
+    t.onEndpointSlice('ns/orphan', slice('orphan', null, [{ ip: '10.244.0.1' }]));
+    const hinted = slice('hinted', 'web', [{ ip: '10.244.4.2', node: 'd' }]);
+    (hinted.endpoints[0] as { hints?: unknown }).hints = { forZones: [{ name: 'z2' }, { name: 'z1' }], forNodes: [{ name: 'd' }] };
+    t.onEndpointSlice('ns/hinted', hinted);
+    t.onNode(nodeSchema.parse({ metadata: { name: NODE, labels: { 'topology.kubernetes.io/zone': 'z1' } }, status: { addresses: [{ type: 'InternalIP', address: '192.168.0.10' }] } }));
+    t.takeChanged();
+    return t;
+  }
+
+  it('takes back, through JSON, the same model, problems, uids and node; every port key counts as changed', () => {
+    const before = filled();
+    const after = new ChangeTracker(NODE);
+    after.restore(JSON.parse(JSON.stringify(before.snapshot())));
+    const plain = (t: ChangeTracker) => JSON.parse(JSON.stringify({ services: [...t.state().services], endpoints: [...t.state().endpoints], node: t.state().node }));
+    expect(plain(after)).toEqual(plain(before));
+    expect(after.state().endpoints.get('ns/web:http/tcp')!.map((e) => e.address)).toEqual(['10.244.1.2', '10.244.2.2', '10.244.3.2', '10.244.4.2', 'fd00::2']);
+    expect(after.state().endpoints.get('ns/web:http/tcp')!.find((e) => e.address === '10.244.4.2')).toMatchObject({ zoneHints: ['z1', 'z2'], nodeHints: ['d'] });
+    expect(after.errors()).toEqual(before.errors());
+    expect(after.errors().map((e) => e.object)).toEqual(['Service ns/bad', 'EndpointSlice ns/orphan']);
+    expect(after.uidOf('ns/web')).toBe('uid-web');
+    expect(after.counts()).toEqual(before.counts());
+    expect([...after.takeChanged()].sort()).toEqual(['ns/web:dns/udp', 'ns/web:http/tcp']);
+  });
+
+  it('goes on from there as the tracker it was taken from would', () => {
+    const before = filled();
+    const after = new ChangeTracker(NODE);
+    after.restore(JSON.parse(JSON.stringify(before.snapshot())));
+    after.takeChanged();
+    for (const t of [before, after]) {
+      t.onEndpointSlice('ns/web-2', null);
+      t.onService('ns/bad', service('bad', { clusterIP: '10.96.0.99' }));
+    }
+    expect([...after.takeChanged()].sort()).toEqual([...before.takeChanged()].sort());
+    expect(JSON.stringify([...after.state().endpoints])).toBe(JSON.stringify([...before.state().endpoints]));
+    expect(after.errors()).toEqual(before.errors());
+  });
+
+  it('restores only into an empty tracker', () => {
+    expect(() => filled().restore(filled().snapshot())).toThrow(/not empty/);
+  });
+});

@@ -18,6 +18,7 @@ import type { ObjectError } from '../../src/model/service.js';
 import { loadClientConfig } from '../../src/source/kube-config.js';
 import { KubeHttp } from '../../src/source/kube-http.js';
 import { KubernetesSource } from '../../src/source/kubernetes.js';
+import type { SourceCursor } from '../../src/source/resume.js';
 import type { SourceHandler } from '../../src/source/types.js';
 
 type Obj = { metadata: { name: string; namespace?: string; resourceVersion?: string } & Record<string, unknown> } & Record<string, unknown>;
@@ -51,6 +52,8 @@ class FakeApiServer {
   readonly #held = new Map<Resource, Array<() => void>>();
   /** Status codes the next lists of a resource answer with (one per list), e.g. 500, 403. */
   readonly failLists: Partial<Record<Resource, number[]>> = {};
+  /** Status codes the next watches of a resource answer with (one per watch). */
+  readonly failWatches: Partial<Record<Resource, number[]>> = {};
   /** Watches from a resourceVersion below this get 410 Gone. */
   compactedRv = 0;
   /** How 410 is reported: a watch ERROR event (as the API server does) or the HTTP status. */
@@ -168,6 +171,8 @@ class FakeApiServer {
   }
 
   #watch(resource: Resource, from: number, fieldSelector: string | null, res: ServerResponse): void {
+    const fail = this.failWatches[resource]?.shift();
+    if (fail) return void res.writeHead(fail, { 'content-type': 'application/json' }).end(JSON.stringify(status(fail)));
     if (from < this.compactedRv && this.goneAs === 'http') {
       return void res.writeHead(410, { 'content-type': 'application/json' }).end(JSON.stringify(status(410)));
     }
@@ -279,7 +284,7 @@ current-context: fake
 `;
 }
 
-function source(opts: { master?: string; listTimeoutMs?: number; pageSize?: number } = {}): { src: KubernetesSource; rec: Recorder; started: Promise<void> } {
+function source(opts: { master?: string; listTimeoutMs?: number; pageSize?: number; resume?: { cursor: SourceCursor; restore(): void } } = {}): { src: KubernetesSource; rec: Recorder; started: Promise<void> } {
   const src = new KubernetesSource({ kubeconfig, nodeName: 'kip-node', backoff: { initialMs: 20, maxMs: 200 }, ...opts });
   sources.push(src);
   const rec = new Recorder();
@@ -392,6 +397,104 @@ describe('watch', () => {
     api.put('services', svc('d', '10.96.0.4'));
     await until(() => rec.events, (e) => e.includes('svc demo/d'));
     expect(rec.events.filter((e) => e === 'synced')).toEqual([]);
+  });
+});
+
+describe('resume (a restarted daemon watches from where the stopped one was)', () => {
+  /** A source that listed and stopped: its cursor, and the objects it had delivered. */
+  async function stopped(): Promise<{ cursor: SourceCursor; rec: Recorder }> {
+    const { src, rec, started } = source();
+    await started;
+    await until(() => api.openWatches, (n) => n === 3);
+    api.put('services', svc('late', '10.96.0.30')); // seen by its watch: the cursor is past the list
+    await until(() => rec.events, (e) => e.includes('svc demo/late'));
+    await src.stop();
+    return { cursor: src.cursor()!, rec };
+  }
+
+  beforeEach(() => {
+    api.put('services', svc('a', '10.96.0.1'));
+    api.put('services', svc('b', '10.96.0.2'));
+    api.put('services', svc('bad', '10.96.0.3', 'eighty'));
+    api.put('endpointslices', slice('b-1', 'b', ['10.244.1.2']));
+    api.put('nodes', node('kip-node', '10.250.0.1'));
+  });
+
+  it('gives the resourceVersions reached, the keys delivered and the objects rejected, once stopped', async () => {
+    const { cursor } = await stopped();
+    expect(cursor.server).toBe(api.url);
+    expect(cursor.informers).toEqual({ Service: String(api.rv), EndpointSlice: '6', Node: '6' }); // a list's is the server's at the time
+    expect(cursor.delivered).toEqual({ Service: ['demo/a', 'demo/b', 'demo/late'], EndpointSlice: ['demo/b-1'], Node: ['kip-node'] });
+    expect(cursor.rejected).toEqual([{ kind: 'Service', key: 'demo/bad', error: { object: 'Service demo/bad', reason: 'spec.ports[0].port: expected number, received string' } }]);
+  });
+
+  it('restores, lists nothing, delivers what changed since (deletions too), reports the rejected again, then syncs', async () => {
+    const { cursor } = await stopped();
+    api.delete('services', 'demo/a');
+    api.put('endpointslices', slice('b-1', 'b', ['10.244.1.2', '10.244.1.3']));
+    api.put('services', svc('c', '10.96.0.4'));
+    let restored = 0;
+    const { rec, started } = source({ resume: { cursor, restore: () => restored++ } });
+    await started;
+    expect(restored).toBe(1);
+    expect(rec.events).toEqual(['error Service demo/bad: spec.ports[0].port: expected number, received string', 'svc- demo/a', 'svc demo/c', 'eps demo/b-1', 'synced']);
+    expect(rec.slices.get('demo/b-1')?.endpoints).toHaveLength(2);
+    for (const path of ['/api/v1/services', '/apis/discovery.k8s.io/v1/endpointslices', '/api/v1/nodes']) expect(listsOf(path)).toHaveLength(1); // the first source's
+    expect(watchesOf('/api/v1/services').at(-1)).toBe(`GET /api/v1/services?watch=true&allowWatchBookmarks=true&resourceVersion=${cursor.informers.Service}`);
+    // Watching goes on, and a deletion of a key the stopped source had delivered is delivered.
+    rec.events = [];
+    api.delete('endpointslices', 'demo/b-1');
+    await until(() => rec.events, (e) => e.includes('eps- demo/b-1'));
+  });
+
+  it('syncs on a quiet resumed watch too (nothing changed while stopped)', async () => {
+    const { cursor } = await stopped();
+    const { rec, started } = source({ resume: { cursor, restore: () => {} } });
+    await started;
+    expect(rec.events).toEqual(['error Service demo/bad: spec.ports[0].port: expected number, received string', 'synced']);
+    expect(listsOf('/api/v1/services')).toHaveLength(1);
+  });
+
+  it.each(['event', 'http'] as const)('relists when the resourceVersion is gone (410 as %s): every object again, what was deleted meanwhile deleted', async (goneAs) => {
+    const { cursor } = await stopped();
+    api.delete('services', 'demo/a', true);
+    api.put('services', svc('c', '10.96.0.4'), true);
+    api.compactedRv = api.rv;
+    api.goneAs = goneAs;
+    const { rec, started } = source({ resume: { cursor, restore: () => {} } });
+    await started;
+    expect(listsOf('/api/v1/services')).toHaveLength(2);
+    expect(rec.events.filter((e) => e.startsWith('svc')).sort()).toEqual(['svc demo/b', 'svc demo/c', 'svc demo/late', 'svc- demo/a']);
+    expect(rec.events.at(-1)).toBe('synced');
+  });
+
+  it('relists when the resumed watch fails otherwise (e.g. "too large resource version", a 504)', async () => {
+    const { cursor } = await stopped();
+    api.failWatches.services = [504];
+    const { rec, started } = source({ resume: { cursor, restore: () => {} } });
+    await started;
+    expect(listsOf('/api/v1/services')).toHaveLength(2);
+    expect(listsOf('/apis/discovery.k8s.io/v1/endpointslices')).toHaveLength(1); // the others resumed
+    expect(rec.events.at(-1)).toBe('synced');
+  });
+
+  it('does not use a record of another API server: nothing restored, everything listed', async () => {
+    const { cursor } = await stopped();
+    let restored = 0;
+    const { rec, started } = source({ resume: { cursor: { ...cursor, server: 'https://elsewhere:6443' }, restore: () => restored++ } });
+    await started;
+    expect(restored).toBe(0);
+    expect(listsOf('/api/v1/services')).toHaveLength(2);
+    expect([...rec.services.keys()].sort()).toEqual(['demo/a', 'demo/b', 'demo/late']);
+  });
+
+  it('gives no cursor before the caches synced', async () => {
+    const release = api.holdLists('endpointslices');
+    const { src } = source();
+    await until(() => listsOf('/api/v1/services'), (l) => l.length === 1);
+    await src.stop();
+    release();
+    expect(src.cursor()).toBeNull();
   });
 });
 

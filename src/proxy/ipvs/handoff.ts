@@ -9,7 +9,7 @@
 // without writing a new one leaves none behind.
 import type { Destination, VirtualService } from '../../kernel/ipvs/types.js';
 import { flagSlots } from './desired-index.js';
-import { readStateFile, writeStateFile } from './state-dir.js';
+import { readStateFile, writeStateFile } from '../../state-dir.js';
 import type { ObservedState, VirtualServerId } from './types.js';
 
 const FILE = 'ipvs-handoff.json';

@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 
 import type { Iptables, Table, TableSpec } from '../../kernel/iptables.js';
-import { readStateFile, writeStateFile } from './state-dir.js';
+import { readStateFile, writeStateFile } from '../../state-dir.js';
 
 /** One family's wanted rules. */
 export interface FamilyRules {

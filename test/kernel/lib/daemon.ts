@@ -59,6 +59,11 @@ export class Manifests {
 export class Daemon {
   private child: ChildProcess | null = null;
   log = '';
+  /**
+   * Its state directory, kept across restarts of this instance: /run/kube-ipvs-proxy inside UML
+   * (a fresh tmpfs per boot), otherwise a directory of its own (not the host's /run).
+   */
+  readonly stateDir = process.env.KIP_IN_UML === '1' ? '/run/kube-ipvs-proxy' : mkdtempSync(join(tmpdir(), 'kip-state-'));
   constructor(private readonly args: string[]) {}
 
   /** The child's pid once started. */
@@ -67,7 +72,7 @@ export class Daemon {
   }
 
   start(): void {
-    this.child = spawn(process.execPath, [CLI, ...this.args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child = spawn(process.execPath, [CLI, ...this.args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, KUBE_IPVS_PROXY_STATE_DIR: this.stateDir } });
     this.child.stdout!.on('data', (d) => (this.log += d));
     this.child.stderr!.on('data', (d) => (this.log += d));
   }

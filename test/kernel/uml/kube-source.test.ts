@@ -66,11 +66,25 @@ class FakeApi {
   server: Server | undefined;
   port = 0;
 
+  /** Every change with its resourceVersion: a watch from a resourceVersion gets what came after it first. */
+  readonly events: Array<{ rv: number; resource: string; line: string }> = [];
+
   put(resource: 'services' | 'endpointslices', o: Obj, silent = false): void {
     o.metadata.resourceVersion = String(++this.rv);
     this.store[resource].set(`${o.metadata.namespace}/${o.metadata.name}`, o);
-    if (silent) return;
-    for (const w of this.watches) if (w.resource === resource) w.res.write(`${JSON.stringify({ type: 'ADDED', object: o })}\n`);
+    this.#emit(resource, 'ADDED', o, silent);
+  }
+
+  remove(resource: 'services' | 'endpointslices', key: string): void {
+    const o = this.store[resource].get(key)!;
+    this.store[resource].delete(key);
+    this.#emit(resource, 'DELETED', { ...o, metadata: { ...o.metadata, resourceVersion: String(++this.rv) } });
+  }
+
+  #emit(resource: string, type: string, object: Obj, silent = false): void {
+    const line = `${JSON.stringify({ type, object })}\n`;
+    this.events.push({ rv: this.rv, resource, line });
+    if (!silent) for (const w of this.watches) if (w.resource === resource) w.res.write(line);
   }
 
   bookmark(): void {
@@ -92,6 +106,8 @@ class FakeApi {
       res.writeHead(200, { 'content-type': 'application/json' });
       if (url.searchParams.get('watch')) {
         res.flushHeaders();
+        const from = Number(url.searchParams.get('resourceVersion'));
+        for (const e of this.events) if (e.resource === resource && e.rv > from) res.write(e.line);
         const w = { resource, res };
         this.watches.add(w);
         res.on('close', () => this.watches.delete(w));
@@ -192,5 +208,35 @@ current-context: x
     api.put('endpointslices', slice(202));
     await waitFor('svc-202 in IPVS', () => ipvsadm().includes('-a -t 10.96.1.202:80 -r 10.244.1.202:8080'));
     expect(listsOf(api, '/api/v1/services')).toHaveLength(1);
+  });
+
+  it('a restarted daemon resumes from the record the stopped one left: no list, what changed meanwhile programmed', async () => {
+    expect(await d.stop()).toBe(0);
+    expect(execFileSync('ls', [d.stateDir], { encoding: 'utf8' })).toContain('source-resume.json');
+    const moved = slice(5);
+    (moved.endpoints as Array<{ addresses: string[] }>)[2]!.addresses = ['10.244.4.5'];
+    api.put('endpointslices', moved);
+    api.remove('services', 'bench/svc-7');
+    api.remove('endpointslices', 'bench/svc-7-x');
+    api.put('services', service(61));
+    api.put('endpointslices', slice(61));
+    const from = api.requests.length;
+    const logFrom = d.log.length;
+    d.start();
+    await d.healthy();
+    const after = api.requests.slice(from).map((r) => r.url);
+    console.log(`restart: ${after.join(' ')}`);
+    expect(after.filter((u) => !u.includes('watch='))).toEqual([]); // not even the node's (an empty list has a resourceVersion too)
+    expect(after.find((u) => u.startsWith('/api/v1/services?watch='))).toMatch(/[?&]resourceVersion=\d+/);
+    expect(d.log.slice(logFrom)).toMatch(/caches synced.*resumed=true/);
+    const saved = ipvsadm();
+    expect(saved).toContain('-a -t 10.96.1.5:80 -r 10.244.4.5:8080 -m -w 1');
+    expect(saved).not.toMatch(/-a -t 10\.96\.1\.5:80 -r 10\.244\.3\.5:8080 -m -w [1-9]/);
+    expect(saved).not.toContain('-A -t 10.96.1.7:80');
+    expect(saved).toContain('-a -t 10.96.1.61:80 -r 10.244.1.61:8080 -m -w 1');
+    expect(saved).toContain(`-a -t 10.96.1.${N}:80 -r 10.244.3.${N}:8080 -m -w 1`);
+    // A later event goes on from there.
+    api.remove('endpointslices', 'bench/svc-61-x');
+    await waitFor('svc-61 without real servers', () => !/-a -t 10\.96\.1\.61:80 -r .* -w [1-9]/.test(ipvsadm()));
   });
 });

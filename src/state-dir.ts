@@ -1,9 +1,14 @@
 // Files in the state directory (/run/kube-ipvs-proxy): what a daemon leaves for the next one on
-// the node (iptables-keeper.ts's hashes, handoff.ts's record). Best effort both ways: a file that
-// is missing, unreadable or not JSON reads as null, and a write that fails only costs the next
-// daemon some work.
+// the node (the iptables hashes and the IPVS handoff record under proxy/ipvs/, the API source's
+// resume record, source/resume.ts). Best effort both ways: a file that is missing, unreadable or
+// not JSON reads as null, and a write that fails only costs the next daemon some work.
+// The directory is a tmpfs on the node (the chart mounts it): a reboot clears it together with
+// the kernel state its files describe.
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+
+/** The daemon's state directory; KUBE_IPVS_PROXY_STATE_DIR moves it (the tests give each daemon its own). */
+export const STATE_DIR = process.env.KUBE_IPVS_PROXY_STATE_DIR || '/run/kube-ipvs-proxy';
 
 /** The JSON value of `dir/name`, or null; with `remove`, the file is removed once read. */
 export function readStateFile(dir: string, name: string, { remove = false } = {}): unknown {
