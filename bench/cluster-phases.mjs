@@ -1,6 +1,7 @@
 // The phases of the cluster-scale benchmark (bench/cluster.mjs), each against a running daemon
 // (the built dist/bin/cli.js) and the real kernel, inside UML.
 import { execFileSync, spawn } from 'node:child_process';
+import { rmSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { setFlagsFromString } from 'node:v8';
@@ -9,6 +10,9 @@ import { runInNewContext } from 'node:vm';
 import { Daemon, forks, percentile, sizeOf, systemCpu, verificationOps, workOf } from './daemon-probe.mjs';
 import { churnIp, replaceEndpoint, vip } from './objects.mjs';
 import { reloadIpvs, sh, time } from './uml-kernel.mjs';
+
+/** The daemons' state directory (its default: the benchmark does not move it). */
+const STATE_DIR = '/run/kube-ipvs-proxy';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc');
@@ -27,13 +31,14 @@ export async function collect() {
 }
 
 /** Waits for the fake API server's first list request; throws after 60 s or if the process exits first. */
-async function firstList(api, what, exited) {
+async function firstList(api, what, exited, { anyRequest = false } = {}) {
   const ac = new AbortController();
+  const kind = anyRequest ? 'request' : 'list request';
   const failed = Promise.race([
-    exited.then((r) => `${what}: exited before its first list request (${JSON.stringify(r)})`),
-    sleep(60_000, null, { signal: ac.signal }).then(() => `${what}: no list request after 60 s`, () => null),
+    exited.then((r) => `${what}: exited before its first ${kind} (${JSON.stringify(r)})`),
+    sleep(60_000, null, { signal: ac.signal }).then(() => `${what}: no ${kind} after 60 s`, () => null),
   ]);
-  const error = await Promise.race([api.listed.then(() => null), failed]);
+  const error = await Promise.race([(anyRequest ? api.requested : api.listed).then(() => null), failed]);
   ac.abort();
   if (error) throw new Error(error);
 }
@@ -236,20 +241,23 @@ export async function churn({ daemon, probe, cluster, api, rate, seconds }) {
 
 /**
  * Stops the daemon, makes one change while it is down, starts it again over the programmed
- * kernel: first list, first useful write (that change in the kernel), ready (first successful
- * sync), kernel writes made by then. Polled as the cold start is (from the first list request,
- * every `pollMs`, one dump), so both are timed under the same load; /metrics is read only once
- * the change is in (a scrape costs the daemon CPU).
+ * kernel: first request (a resumed daemon's is a watch, it lists nothing), first useful write
+ * (that change in the kernel), ready (first successful sync), kernel writes made by then. Polled
+ * as the cold start is (from the first request, every `pollMs`, one dump), so both are timed
+ * under the same load; /metrics is read only once the change is in (a scrape costs the daemon
+ * CPU). `resume: false` removes the stopped daemon's resume record first (source/resume.ts):
+ * the restart then lists, as after a record too old to use.
  */
-export async function restart({ daemon, args, log, probe, cluster, api }) {
+export async function restart({ daemon, args, log, probe, cluster, api, resume = true }) {
   const stopped = await daemon.stop();
+  if (!resume) rmSync(`${STATE_DIR}/source-resume.json`, { force: true });
   const c = change(cluster, api, cluster.pick());
   api.resetStats();
   const logFrom = sizeOf(log);
   await collect();
   const next = new Daemon(args, log);
   const from = { bench: process.cpuUsage(), sys: systemCpu() };
-  await firstList(api, 'restart: the daemon', next.exited);
+  await firstList(api, 'restart: the daemon', next.exited, { anyRequest: true });
   const beforeList = cpuShares(next, from);
   let usefulMs = null;
   let polls = 0;
@@ -263,7 +271,8 @@ export async function restart({ daemon, args, log, probe, cluster, api }) {
   const own = { ...cpuShares(next, from), polls };
   const ready = await next.ready();
   const firstListMs = api.stats.firstListAt ? next.elapsed(api.stats.firstListAt) : null;
-  return { daemon: next, stopped, usefulMs, readyMs: ready.ms, firstListMs, beforeList, own, kernelOps: workOf(ready.metrics).kernelOps, verifyOps: verificationOps(log, logFrom) };
+  const firstRequestMs = next.elapsed(api.stats.firstRequestAt);
+  return { daemon: next, stopped, usefulMs, readyMs: ready.ms, firstListMs, firstRequestMs, lists: api.stats.lists, beforeList, own, kernelOps: workOf(ready.metrics).kernelOps, verifyOps: verificationOps(log, logFrom) };
 }
 
 /**

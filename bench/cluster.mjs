@@ -2,8 +2,9 @@
 // The built daemon (dist/bin/cli.js, normal flags) against a fake API server in the same boot
 // (bench/fake-apiserver.mjs) serving realistic objects (bench/objects.mjs), over the real kernel:
 //   cold start (spawn -> every VS/RS in the kernel) vs ipvsadm-restore of the same table
-//   (interleaved pairs, ip_vs reloaded before each), one-change latency, churn, restart over a
-//   programmed kernel, a no-change periodic sync, RSS/heap after each phase, and the cold start
+//   (interleaved pairs, ip_vs reloaded before each), one-change latency, churn, restarts over a
+//   programmed kernel (resumed from the stopped daemon's record, then one without it), a no-change
+//   periodic sync, RSS/heap after each phase, and the cold start
 //   with --manifests (the same objects as YAML in a tmpfs directory).
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -151,28 +152,34 @@ async function runSize(n, probe) {
 
   const restartArgs = [...args, '--ipvs-sync-period', `${PERIOD_MS / 1000}s`];
   step('restart');
-  // ROUNDS restarts, each with one change while down; compared with this size's cold starts (median).
+  // ROUNDS restarts, each with one change while down, resuming from the stopped daemon's record;
+  // then one without the record (it lists, as after a record too old to use). Compared with this
+  // size's cold starts (median).
   const restarts = [];
-  for (let k = 0, prev = p.daemon; k < ROUNDS; k++) {
-    const x = await restart({ daemon: prev, args: restartArgs, log: LOG, probe, cluster, api });
-    restarts.push(x);
+  let listing = null;
+  for (let k = 0, prev = p.daemon; k <= ROUNDS; k++) {
+    const resume = k < ROUNDS;
+    const x = await restart({ daemon: prev, args: restartArgs, log: LOG, probe, cluster, api, resume });
+    if (resume) restarts.push(x);
+    else listing = x;
     prev = x.daemon;
     const memX = await memory(x.daemon);
-    console.log(`  restart ${k + 1} over the programmed kernel (1 change while down): first list ${x.firstListMs === null ? '-' : s(x.firstListMs)}, change in the kernel ${s(x.usefulMs)}, first sync done ${s(x.readyMs)}, kernel writes ${x.kernelOps} (+ ${x.verifyOps} logged by verifications); ${mem(memX)}`);
+    const how = x.lists === 0 ? 'resumed, no list' : `listed${resume ? ' (the record was not used)' : ' (no resume record)'}`;
+    console.log(`  restart ${k + 1} over the programmed kernel (1 change while down; ${how}): first request ${s(x.firstRequestMs)}, change in the kernel ${s(x.usefulMs)}, first sync done ${s(x.readyMs)}, kernel writes ${x.kernelOps} (+ ${x.verifyOps} logged by verifications); ${mem(memX)}`);
     console.log(`    SIGTERM -> exit of the previous daemon: ${s(x.stopped.ms)}${x.stopped.killed ? ' (did not exit in 30 s: SIGKILL)' : ''}`);
-    console.log(`    CPU from spawn to the first list request: ${shares(x.beforeList)}; until the change was in the kernel: ${shares(x.own)} (${x.own.polls} polls)`);
+    console.log(`    CPU from spawn to the first request: ${shares(x.beforeList)}; until the change was in the kernel: ${shares(x.own)} (${x.own.polls} polls)`);
     r.memRestart = memX;
   }
-  r.restart = { ...restarts.at(-1), usefulMs: median(restarts.map((x) => x.usefulMs)), readyMs: median(restarts.map((x) => x.readyMs)) };
-  console.log(`  restarts: change in the kernel ${restarts.map((x) => s(x.usefulMs)).join(', ')} (median ${s(r.restart.usefulMs)}) against cold starts ${p.rows.cold.map(s).join(', ')} (median ${s(p.cold)})`);
+  r.restart = { ...restarts.at(-1), usefulMs: median(restarts.map((x) => x.usefulMs)), readyMs: median(restarts.map((x) => x.readyMs)), listing };
+  console.log(`  restarts: change in the kernel ${restarts.map((x) => s(x.usefulMs)).join(', ')} (median ${s(r.restart.usefulMs)}; without the resume record ${s(listing.usefulMs)}) against cold starts ${p.rows.cold.map(s).join(', ')} (median ${s(p.cold)})`);
 
   step('periodic sync');
-  r.periodic = await periodic({ daemon: r.restart.daemon, periodMs: PERIOD_MS, periods: 2, log: LOG });
-  r.memPeriodic = await memory(r.restart.daemon);
+  r.periodic = await periodic({ daemon: listing.daemon, periodMs: PERIOD_MS, periods: 2, log: LOG });
+  r.memPeriodic = await memory(listing.daemon);
   console.log(`  no changes for ${r.periodic.periods} periods (--ipvs-sync-period ${PERIOD_MS / 1000}s, after ${r.periodic.settled} period(s) still writing): ${r.periodic.syncs} syncs (${r.periodic.full} full), ${s(r.periodic.syncMs)} each; per period ${r.periodic.kernelOps.toFixed(0)} kernel writes (+ ${r.periodic.verifyOps.toFixed(0)} logged by verifications), ${r.periodic.forks.toFixed(1)} processes+threads created (system-wide); ${mem(r.memPeriodic)}`);
   console.log(`  api server: ${JSON.stringify({ ...api.stats, listParams: [...api.stats.listParams], watchParams: [...api.stats.watchParams] })}`);
 
-  r.stop = await r.restart.daemon.stop();
+  r.stop = await listing.daemon.stop();
   console.log(`  SIGTERM -> exit: ${s(r.stop.ms)}${r.stop.killed ? ' (did not exit in 30 s: SIGKILL)' : ''}`);
   await api.close();
   return r;
@@ -257,10 +264,10 @@ try {
   cleanKernel();
 }
 
-console.log(`\n| N × ${EP} | cold start vs ipvsadm-restore | ratio | first list (request-only node process) | RSS / heap after cold start | one change p50 / p99 (floor p50) | churn 50/s p50 / p99 (longest event-loop stall) | RSS after churn | restart: change in kernel / ready / writes | no-change period: sync time / writes / processes |`);
+console.log(`\n| N × ${EP} | cold start vs ipvsadm-restore | ratio | first list (request-only node process) | RSS / heap after cold start | one change p50 / p99 (floor p50) | churn 50/s p50 / p99 (longest event-loop stall) | RSS after churn | restart (resumed): change in kernel / ready / writes; listing: change in kernel | no-change period: sync time / writes / processes |`);
 console.log('|---|---|---|---|---|---|---|---|---|---|');
 for (const r of results) {
-  console.log(`| ${r.n.toLocaleString('en')} | ${s(r.cold)} vs ${s(r.restore)} | ${r.ratio.toFixed(2)} | ${r.firstList === null ? '-' : s(r.firstList)}${r.requestOnly === null ? '' : ` (${s(r.requestOnly)})`} | ${MiB(r.memCold.rss)} / ${MiB(r.memCold.heap)} | ${msf(r.one.p50)} / ${msf(r.one.p99)} (${msf(r.oneFloor.p50)}) | ${msf(r.churn.p50)} / ${msf(r.churn.p99)} (${msf(r.memChurn.loopMaxMs)}) | ${MiB(r.memChurn.rss)} | ${s(r.restart.usefulMs)} / ${s(r.restart.readyMs)} / ${r.restart.kernelOps}+${r.restart.verifyOps} | ${s(r.periodic.syncMs)} / ${r.periodic.kernelOps.toFixed(0)}+${r.periodic.verifyOps.toFixed(0)} / ${r.periodic.forks.toFixed(1)} |`);
+  console.log(`| ${r.n.toLocaleString('en')} | ${s(r.cold)} vs ${s(r.restore)} | ${r.ratio.toFixed(2)} | ${r.firstList === null ? '-' : s(r.firstList)}${r.requestOnly === null ? '' : ` (${s(r.requestOnly)})`} | ${MiB(r.memCold.rss)} / ${MiB(r.memCold.heap)} | ${msf(r.one.p50)} / ${msf(r.one.p99)} (${msf(r.oneFloor.p50)}) | ${msf(r.churn.p50)} / ${msf(r.churn.p99)} (${msf(r.memChurn.loopMaxMs)}) | ${MiB(r.memChurn.rss)} | ${s(r.restart.usefulMs)} / ${s(r.restart.readyMs)} / ${r.restart.kernelOps}+${r.restart.verifyOps}; ${s(r.restart.listing.usefulMs)} | ${s(r.periodic.syncMs)} / ${r.periodic.kernelOps.toFixed(0)}+${r.periodic.verifyOps.toFixed(0)} / ${r.periodic.forks.toFixed(1)} |`);
 }
 if (manifests) console.log(`| ${manifests.n.toLocaleString('en')} --manifests | ${s(manifests.cold)} vs ${s(manifests.restore)} | ${manifests.ratio.toFixed(2)} | | ${MiB(manifests.memCold.rss)} / ${MiB(manifests.memCold.heap)} | | | | | |`);
 console.log(`runtime ${((Date.now() - started) / 60_000).toFixed(1)} min`);

@@ -78,14 +78,23 @@ export class FakeApiServer {
 
   /**
    * Zeroes the request counters; `firstListAt` is the time (performance.now) of the next list, and
-   * `listed` resolves then (a waiting benchmark does not wake every few ms on UML's one CPU).
+   * `listed` resolves then (a waiting benchmark does not wake every few ms on UML's one CPU);
+   * `firstRequestAt` and `requested` the same for the next list or watch (a resumed daemon lists nothing).
    */
   resetStats() {
-    this.stats = { lists: 0, pages: 0, watches: 0, gone: 0, bookmarks: 0, unauthorized: 0, events: 0, firstListAt: null, listParams: new Set(), watchParams: new Set() };
+    this.stats = { lists: 0, pages: 0, watches: 0, gone: 0, bookmarks: 0, unauthorized: 0, events: 0, firstListAt: null, firstRequestAt: null, listParams: new Set(), watchParams: new Set() };
     this.listed = new Promise((res) => (this.#onList = res));
+    this.requested = new Promise((res) => (this.#onRequest = res));
   }
 
   #onList = () => {};
+  #onRequest = () => {};
+
+  #request(now) {
+    if (this.stats.firstRequestAt !== null) return;
+    this.stats.firstRequestAt = now;
+    this.#onRequest();
+  }
 
   /** Listens on 127.0.0.1 (a free port); resolves to the base URL. */
   async start() {
@@ -214,6 +223,7 @@ export class FakeApiServer {
       this.stats.firstListAt = now;
       this.#onList();
     }
+    this.#request(now);
     this.stats.pages++;
     for (const [id, s] of this.snapshots) if (now - s.at > this.snapshotTtlMs) this.snapshots.delete(id);
     const limit = Number(q.get('limit') ?? 0);
@@ -255,6 +265,7 @@ export class FakeApiServer {
 
   #watch(resource, q, match, req, res) {
     this.stats.watches++;
+    this.#request(performance.now());
     const from = Number(q.get('resourceVersion') || 0);
     const initial = q.get('sendInitialEvents') === 'true' || from === 0;
     if (!initial && from < this.oldestRv) {
