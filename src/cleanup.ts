@@ -7,6 +7,7 @@ import { DEFAULT_DUMMY_LINK, NetlinkLinkClient } from './kernel/link.js';
 import type { Logger } from './log.js';
 import { inCidr } from './model/ip.js';
 import { OWNED_SET_PREFIX } from './inspect.js';
+import { clearStateDir, STATE_DIR } from './state-dir.js';
 
 /** One step of the cleanup and what it came to. */
 interface Step {
@@ -17,7 +18,9 @@ interface Step {
 /**
  * Removes IPVS virtual servers (except those within --ipvs-exclude-cidrs), this proxy's
  * iptables chains and the jumps to them (IPv4 and IPv6), its ipsets (after the rules that
- * reference them), and the dummy link. Every step runs even when an earlier one fails.
+ * reference them), the dummy link, and what the daemon left for the next one in its state
+ * directory (resume and handoff records, iptables hashes: they describe what was just removed).
+ * Every step runs even when an earlier one fails.
  */
 export async function runCleanup(config: Config, logger: Logger): Promise<number> {
   const steps: Step[] = [
@@ -69,6 +72,7 @@ export async function runCleanup(config: Config, logger: Logger): Promise<number
         }
       },
     },
+    { what: `state ${STATE_DIR}`, run: async () => `removed ${clearStateDir(STATE_DIR)} files` },
   ];
   let failed = 0;
   for (const step of steps) {

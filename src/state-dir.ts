@@ -4,7 +4,7 @@
 // not JSON reads as null, and a write that fails only costs the next daemon some work.
 // The directory is a tmpfs on the node (the chart mounts it): a reboot clears it together with
 // the kernel state its files describe.
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 /** The daemon's state directory; KUBE_IPVS_PROXY_STATE_DIR moves it (the tests give each daemon its own). */
@@ -35,4 +35,16 @@ export function writeStateFile(dir: string, name: string, value: unknown): void 
   } catch {
     // e.g. a read-only state directory
   }
+}
+
+/** Removes every file of the directory (cleanup: the next daemon starts from nothing); how many. */
+export function clearStateDir(dir: string): number {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return 0;
+  }
+  for (const name of names) rmSync(join(dir, name), { recursive: true, force: true });
+  return names.length;
 }

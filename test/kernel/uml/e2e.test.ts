@@ -1,6 +1,7 @@
 // End to end inside UML: the daemon from manifests, real TCP/UDP traffic from a client network
 // namespace to backends in their own namespaces, cross-checked with ipvsadm, ipset, iptables.
 import { execFileSync, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { readdirSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -182,7 +183,9 @@ describe('the daemon', () => {
 
 describe('cleanup', () => {
   it('removes everything the proxy owns', () => {
+    expect(readdirSync('/run/kube-ipvs-proxy')).toContain('ipvs-handoff.json'); // left by the stopped daemon
     sh(process.execPath, CLI, 'cleanup');
+    expect(readdirSync('/run/kube-ipvs-proxy')).toEqual([]); // records of what was just removed
     expect(ipvsadm().trim()).toBe('');
     expect(sh('ipset', 'list', '-n')).not.toMatch(/^KUBE-/m);
     expect(sh('ip', 'link')).not.toContain('kube-ipvs0');
