@@ -250,7 +250,7 @@ export async function churn({ daemon, probe, cluster, api, rate, seconds }) {
  */
 export async function restart({ daemon, args, log, probe, cluster, api, resume = true }) {
   const stopped = await daemon.stop();
-  if (!resume) rmSync(`${STATE_DIR}/source-resume.json`, { force: true });
+  if (!resume) rmSync(`${STATE_DIR}/source-resume.jsonl`, { force: true });
   const c = change(cluster, api, cluster.pick());
   api.resetStats();
   const logFrom = sizeOf(log);

@@ -4,14 +4,14 @@
 // not JSON reads as null, and a write that fails only costs the next daemon some work.
 // The directory is a tmpfs on the node (the chart mounts it): a reboot clears it together with
 // the kernel state its files describe.
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 
 /** The daemon's state directory; KUBE_IPVS_PROXY_STATE_DIR moves it (the tests give each daemon its own). */
 export const STATE_DIR = process.env.KUBE_IPVS_PROXY_STATE_DIR || '/run/kube-ipvs-proxy';
 
-/** The JSON value of `dir/name`, or null; with `remove`, the file is removed once read. */
-export function readStateFile(dir: string, name: string, { remove = false } = {}): unknown {
+/** The text of `dir/name`, or null; with `remove`, the file is removed once read. */
+export function readStateText(dir: string, name: string, { remove = false } = {}): string | null {
   const file = join(dir, name);
   let text: string;
   try {
@@ -20,10 +20,42 @@ export function readStateFile(dir: string, name: string, { remove = false } = {}
     return null;
   }
   if (remove) rmSync(file, { force: true });
+  return text;
+}
+
+/** The JSON value of `dir/name`, or null; with `remove`, the file is removed once read. */
+export function readStateFile(dir: string, name: string, opts: { remove?: boolean } = {}): unknown {
+  const text = readStateText(dir, name, opts);
   try {
-    return JSON.parse(text) as unknown;
+    return text === null ? null : (JSON.parse(text) as unknown);
   } catch {
     return null;
+  }
+}
+
+/**
+ * Writes `lines` (each ended by a newline) to `dir/name` in pieces of about 1 MiB, through a
+ * temporary file renamed into place: a reader sees the whole file or none. Failures are ignored.
+ */
+export function writeStateLines(dir: string, name: string, lines: Iterable<string>): void {
+  const file = join(dir, name);
+  const tmp = `${file}.tmp`;
+  let fd: number | undefined;
+  try {
+    mkdirSync(dir, { recursive: true });
+    fd = openSync(tmp, 'w');
+    let buf = '';
+    for (const line of lines) {
+      buf += `${line}\n`;
+      if (buf.length >= 1 << 20) (writeSync(fd, buf), (buf = ''));
+    }
+    writeSync(fd, buf);
+    closeSync(fd);
+    fd = undefined;
+    renameSync(tmp, file);
+  } catch {
+    if (fd !== undefined) closeSync(fd);
+    rmSync(tmp, { force: true });
   }
 }
 

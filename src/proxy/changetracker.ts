@@ -294,19 +294,23 @@ function serviceOfSlice(slice: EndpointSlice): string | null {
 type PackedEndpoint = [string, number, number, string | null, string | null, string[]?, string[]?];
 
 /**
- * What a ChangeTracker holds, as plain JSON (see ChangeTracker.snapshot()): the accepted ports per
- * Service, each slice's endpoints per port key, the per-object problems, the uids and the Node.
+ * What a ChangeTracker holds, as plain JSON values (see ChangeTracker.snapshot()): a head (the
+ * build that took it, the Node) and one entry per Service, slice, problem and uid, so that a
+ * restore can take them one by one (each parsed and taken while young: nothing is held twice).
  */
 export interface TrackerSnapshot {
   /** TRACKER_BUILD of the tracker that took it: another build's model is not restored. */
   build: string;
-  services: Array<[string, ServicePortInfo[]]>;
-  serviceErrors: Array<[string, ObjectError[]]>;
-  uids: Array<[string, string]>;
-  slices: Array<[string, string | null, Array<[string, PackedEndpoint[]]>]>;
-  sliceErrors: Array<[string, ObjectError[]]>;
   node: NodeInfo | null;
 }
+
+/** One entry of a snapshot: a Service's accepted ports or problems, a uid, a slice's endpoints or problems. */
+export type TrackerEntry =
+  | ['service', string, ServicePortInfo[]]
+  | ['serviceErrors', string, ObjectError[]]
+  | ['uid', string, string]
+  | ['slice', string, string | null, Array<[string, PackedEndpoint[]]>]
+  | ['sliceErrors', string, ObjectError[]];
 
 function packEndpoint(ep: EndpointInfo): PackedEndpoint {
   const flags = (ep.ready ? 1 : 0) | (ep.serving ? 2 : 0) | (ep.terminating ? 4 : 0) | (ep.isLocal ? 8 : 0) | (ep.family === 'ipv6' ? 16 : 0);
@@ -475,49 +479,62 @@ export class ChangeTracker {
   }
 
   /**
-   * Everything the tracker holds, as plain JSON, for a daemon that restarts (source/resume.ts);
-   * restore() takes it back. Slices are kept as their endpoints per port key, as here.
+   * Everything the tracker holds, for a daemon that restarts (source/resume.ts): the head, and
+   * the entries as they are read (plain JSON values). restore() takes them back.
    */
-  snapshot(): TrackerSnapshot {
-    return {
-      build: TRACKER_BUILD,
-      services: [...this.#services],
-      serviceErrors: [...this.#serviceErrors],
-      uids: [...this.#uids],
-      slices: Array.from(this.#slices, ([key, s]) => [key, s.service, Array.from(s.endpoints, ([k, eps]) => [k, eps.map(packEndpoint)] as [string, PackedEndpoint[]])]),
-      sliceErrors: [...this.#sliceErrors],
-      node: this.#node,
-    };
+  snapshot(): { head: TrackerSnapshot; entries: Iterable<TrackerEntry> } {
+    const self = this;
+    function* entries(): Generator<TrackerEntry> {
+      for (const [key, ports] of self.#services) yield ['service', key, ports];
+      for (const [key, errors] of self.#serviceErrors) yield ['serviceErrors', key, errors];
+      for (const [key, uid] of self.#uids) yield ['uid', key, uid];
+      for (const [key, s] of self.#slices) yield ['slice', key, s.service, Array.from(s.endpoints, ([k, eps]) => [k, eps.map(packEndpoint)] as [string, PackedEndpoint[]])];
+      for (const [key, errors] of self.#sliceErrors) yield ['sliceErrors', key, errors];
+    }
+    return { head: { build: TRACKER_BUILD, node: this.#node }, entries: entries() };
   }
 
   /**
-   * Takes a snapshot() back into an empty tracker: every port key it holds counts as changed (the
-   * first sync compares them all with the kernel). Throws on a tracker that has taken objects.
+   * Takes a snapshot() back into an empty tracker, entry by entry (add()), then done(): every
+   * port key it holds counts as changed (the first sync compares them all with the kernel).
+   * Throws on a tracker that has taken objects.
    */
-  restore(s: TrackerSnapshot): void {
+  restore(head: TrackerSnapshot): { add(entry: TrackerEntry): void; done(): void } {
     if (this.#services.size + this.#slices.size + this.#serviceErrors.size + this.#sliceErrors.size > 0 || this.#node !== null) {
       throw new Error('ChangeTracker.restore: the tracker is not empty');
     }
-    for (const [key, ports] of s.services) {
-      this.#services.set(key, ports);
-      for (const p of ports) {
-        const k = portNameKey(p.name);
-        this.#ports.set(k, p);
-        this.#changed.add(k);
+    this.#node = head.node;
+    const add = (e: TrackerEntry): void => {
+      switch (e[0]) {
+        case 'service':
+          this.#services.set(e[1], e[2]);
+          for (const p of e[2]) {
+            const k = portNameKey(p.name);
+            this.#ports.set(k, p);
+            this.#changed.add(k);
+          }
+          break;
+        case 'serviceErrors':
+          this.#serviceErrors.set(e[1], e[2]);
+          break;
+        case 'uid':
+          this.#uids.set(e[1], e[2]);
+          break;
+        case 'slice': {
+          const [, key, service, lists] = e;
+          this.#slices.set(key, { service, endpoints: new Map(lists.map(([k, eps]) => [k, eps.map(unpackEndpoint)])) });
+          if (service === null) break;
+          let set = this.#slicesByService.get(service);
+          if (set === undefined) this.#slicesByService.set(service, (set = new Set()));
+          set.add(key);
+          break;
+        }
+        case 'sliceErrors':
+          this.#sliceErrors.set(e[1], e[2]);
+          break;
       }
-    }
-    for (const [key, errors] of s.serviceErrors) this.#serviceErrors.set(key, errors);
-    for (const [key, uid] of s.uids) this.#uids.set(key, uid);
-    for (const [key, errors] of s.sliceErrors) this.#sliceErrors.set(key, errors);
-    for (const [key, service, lists] of s.slices) {
-      this.#slices.set(key, { service, endpoints: new Map(lists.map(([k, eps]) => [k, eps.map(unpackEndpoint)])) });
-      if (service === null) continue;
-      let set = this.#slicesByService.get(service);
-      if (set === undefined) this.#slicesByService.set(service, (set = new Set()));
-      set.add(key);
-    }
-    for (const service of this.#slicesByService.keys()) this.#recompute(service);
-    this.#node = s.node;
+    };
+    return { add, done: () => this.#slicesByService.forEach((_, service) => this.#recompute(service)) };
   }
 
   /** Current per-object problems (Services not programmed, slices or endpoints ignored). */

@@ -11,8 +11,8 @@
 //   from the resourceVersion it had reached, without a list (source/resume.ts); `listed` fires once
 //   the watch has answered and its backlog has arrived (no event for RESUME_QUIET_MS, or at most
 //   RESUME_MAX_MS). A 410 relists as above (the relist delivers every object again and deletes the
-//   keys no longer listed); so does any other failure before it caught up (e.g. a resourceVersion
-//   the server never had).
+//   keys no longer listed); so does a first watch that fails otherwise (e.g. a resourceVersion the
+//   server never had), ends, or has not caught up within listTimeoutMs.
 // The cache is one resourceVersion per key: the objects themselves live only in the receiver.
 import type { Logger } from '../log.js';
 import { ApiError, describeError, isGone, readLines, type KubeHttp } from './kube-http.js';
@@ -92,6 +92,8 @@ export class Informer {
   #stopped = false;
   /** Resumed (resume()) and not yet caught up: the first watch stands in for the list. */
   #resuming = false;
+  /** What a resumed watch waits for before it delivers anything (the receiver's restore). */
+  #restored: Promise<unknown> = Promise.resolve();
 
   constructor(http: KubeHttp, opts: InformerOptions, events: InformerEvents) {
     this.#http = http;
@@ -112,12 +114,15 @@ export class Informer {
   /**
    * Before start(): the keys already delivered (by a daemon before this one) and the
    * resourceVersion they are current at; start() then watches from there instead of listing.
+   * The watch's events wait for `restored` (the receiver taking back what those keys were); if it
+   * rejects, the watch relists instead.
    */
-  resume(resourceVersion: string, keys: Iterable<string>): void {
+  resume(resourceVersion: string, keys: Iterable<string>, restored: Promise<unknown> = Promise.resolve()): void {
     if (this.#loop || !resourceVersion) return;
     for (const key of keys) this.#known.set(key, '');
     this.#rv = resourceVersion;
     this.#resuming = true;
+    this.#restored = restored;
   }
 
   /** Lists, then watches, until stop(); never rejects (failures go through `failed`). */
@@ -222,13 +227,17 @@ export class Informer {
     const started = Date.now();
     let events = 0;
     let caughtUp: { refresh(): void; cancel(): void } | undefined;
+    // A resumed watch stands in for the list: it has the list's time to answer and catch up.
+    const resumed = this.#resuming;
+    const deadline = resumed ? setTimeout(() => abort.abort(new Error(`resumed watch not caught up after ${this.#opts.listTimeoutMs} ms`)), this.#opts.listTimeoutMs) : undefined;
     try {
       const res = await this.#http.get(
         this.#query({ watch: 'true', allowWatchBookmarks: 'true', resourceVersion: this.#rv, timeoutSeconds: String(timeoutSeconds) }),
         abort.signal,
       );
       await this.#opts.beforeDecode?.(); // a resumed watch is the first answer: nothing was listed
-      caughtUp = this.#resuming ? this.#whenCaughtUp() : undefined;
+      if (resumed) await this.#restored;
+      caughtUp = resumed ? this.#whenCaughtUp(() => clearTimeout(deadline)) : undefined;
       await readLines(res, (e) => {
         if (this.#stopped) return;
         timer.refresh();
@@ -240,8 +249,10 @@ export class Informer {
       throw abort.signal.aborted && !this.#stopped ? abort.signal.reason : err;
     } finally {
       clearTimeout(timer);
+      clearTimeout(deadline);
       caughtUp?.cancel();
     }
+    if (this.#resuming && !this.#stopped) throw new Error('resumed watch ended before it caught up');
     if (events > 0 || Date.now() - started > 1000) this.#failures = 0;
     // A watch the server ends at once, again and again, must not spin.
     else await this.#backoff(new Error('watch ended at once without events'));
@@ -249,12 +260,14 @@ export class Informer {
 
   /**
    * A resumed watch has answered: `listed` once no event came for RESUME_QUIET_MS (refresh() per
-   * event), at the latest RESUME_MAX_MS from now. A watch that ends first is resumed again.
+   * event), at the latest RESUME_MAX_MS from now; then `onDone`. A watch that ends, fails or
+   * does not answer first relists (#watch, #run).
    */
-  #whenCaughtUp(): { refresh(): void; cancel(): void } {
+  #whenCaughtUp(onDone: () => void): { refresh(): void; cancel(): void } {
     const done = (): void => {
       clearTimeout(quiet);
       clearTimeout(cap);
+      onDone();
       if (!this.#resuming || this.#stopped) return;
       this.#resuming = false;
       this.#failures = 0;

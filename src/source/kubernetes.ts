@@ -12,9 +12,10 @@
 //   list has either been delivered (onNode(null) when the node does not exist yet) or failed:
 //   the node is optional and arrives by onNode whenever it appears.
 // - Resuming (options.resume, source/resume.ts): given the record of the daemon before this one
-//   for the same API server, the tracker is restored from it, the rejected objects are reported
-//   again, and each informer watches from the record's resourceVersion instead of listing;
-//   onSynced fires once those watches have caught up. cursor() gives the record's source part at
+//   for the same API server, each informer watches from the record's resourceVersion instead of
+//   listing, the tracker is restored from it while those requests are on their way (their events
+//   wait for it), the rejected objects are reported again, and onSynced fires once the watches
+//   have caught up. cursor() gives the record's source part at
 //   stop().
 import type { RequestOptions } from 'node:https';
 
@@ -49,10 +50,11 @@ export interface KubernetesSourceOptions {
   /** Objects per list page (default 500). */
   pageSize?: number;
   /**
-   * The stopped daemon's record (resume.ts); used when it names the same API server, after
-   * `restore()` (which puts its model into the change tracker) has run.
+   * The stopped daemon's record (resume.ts); used when it names the same API server. `restore()`
+   * puts its model into the change tracker; it runs once the watches are on their way, and their
+   * events wait for it (a failed restore relists).
    */
-  resume?: { cursor: SourceCursor; restore(): void };
+  resume?: { cursor: SourceCursor; restore(): Promise<void> };
 }
 
 /**
@@ -104,8 +106,10 @@ export class KubernetesSource implements ProxySource {
     const listTimeoutMs = this.#opts.listTimeoutMs ?? 60_000;
     const pageSize = this.#opts.pageSize ?? 500;
     // Imported once the first answer is in: zod's import must not hold the first requests.
+    // Resuming, nothing is delivered before the tracker's restore (nor a list of a kind without a resourceVersion).
     let validation: Promise<void> | undefined;
-    const beforeDecode = (): Promise<void> => (validation ??= import('./validate.js').then((m) => void (this.#validate = m.validate)));
+    const beforeDecode = (): Promise<void> =>
+      (validation ??= Promise.all([import('./validate.js'), this.#restored]).then(([m]) => void (this.#validate = m.validate)));
     const make = (kind: SourceKind, path: string, fieldSelector?: string): Informer =>
       new Informer(http, { path, backoff, listTimeoutMs, pageSize, logger, beforeDecode, ...(fieldSelector ? { fieldSelector } : {}) }, this.#events(kind, handler));
     this.#informers = [
@@ -120,12 +124,22 @@ export class KubernetesSource implements ProxySource {
     } else if (resume) this.#resume(resume, handler);
     logger?.info({ server: config.server, auth: config.auth, nodeName, resumed: this.#resumed }, 'kubernetes: starting informers');
     for (const informer of this.#informers) informer.start();
+    this.#restore?.();
     await synced;
   }
 
+  /** Starts the restore of a resumed source once its informers have sent their watches. */
+  #restore: (() => void) | undefined;
+  /** Settles once that restore has run (or failed: the resumed watches then relist). */
+  #restored: Promise<unknown> = Promise.resolve();
+
   /** Takes the stopped daemon's model and watches from where it was; see the file comment. */
   #resume({ cursor, restore }: NonNullable<KubernetesSourceOptions['resume']>, h: SourceHandler): void {
-    restore();
+    let start!: () => void;
+    const restored = new Promise<void>((resolve) => (start = resolve)).then(restore);
+    restored.catch((err: unknown) => this.#opts.logger?.warn({ err: err instanceof Error ? err.message : String(err) }, 'kubernetes: restoring the resume record failed; listing'));
+    this.#restore = start;
+    this.#restored = restored.catch(() => {});
     this.#resumed = true;
     for (const kind of KINDS) for (const key of cursor.delivered[kind] ?? []) this.#delivered[kind].add(key);
     for (const r of cursor.rejected) {
@@ -135,7 +149,7 @@ export class KubernetesSource implements ProxySource {
     KINDS.forEach((kind, i) => {
       const rv = cursor.informers[kind];
       const rejected = cursor.rejected.filter((r) => r.kind === kind).map((r) => r.key);
-      if (rv) this.#informers[i]!.resume(rv, [...this.#delivered[kind], ...rejected]);
+      if (rv) this.#informers[i]!.resume(rv, [...this.#delivered[kind], ...rejected], restored);
     });
   }
 

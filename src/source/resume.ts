@@ -13,19 +13,23 @@
 //   the same node and API server, and when at most RESUME_MAX_AGE_MS old. A resourceVersion the
 //   server no longer has costs a relist (410), never correctness: the relist delivers every object
 //   again and deletes what is gone.
-import type { TrackerSnapshot } from '../proxy/changetracker.js';
+// - One JSON value per line: the head (the source's part, the tracker's head), then the tracker's
+//   entries. The next daemon parses the head, sends its watches, and takes the entries one line at
+//   a time (each parsed value is garbage before the next is parsed, and dies young: parsing the
+//   whole model at once promoted it all, twice its size, out of V8's small young generation).
+import type { TrackerEntry, TrackerSnapshot } from '../proxy/changetracker.js';
 import type { ObjectError } from '../model/service.js';
-import { readStateFile, writeStateFile } from '../state-dir.js';
-
-export { STATE_DIR } from '../state-dir.js';
+import { readStateText, writeStateLines } from '../state-dir.js';
 import type { SourceKind } from './validate.js';
 
-export const RESUME_FILE = 'source-resume.json';
+export { STATE_DIR } from '../state-dir.js';
+
+export const RESUME_FILE = 'source-resume.jsonl';
 
 /** Older records are not used: the API server has most likely compacted their resourceVersions. */
 export const RESUME_MAX_AGE_MS = 10 * 60_000;
 
-const FORMAT = 1;
+const FORMAT = 2;
 
 /** The source's part: per kind the resourceVersion reached and the keys delivered, and the rejected objects. */
 export interface SourceCursor {
@@ -36,8 +40,8 @@ export interface SourceCursor {
   rejected: Array<{ kind: SourceKind; key: string; error: ObjectError }>;
 }
 
-/** The record as written. */
-export interface ResumeRecord extends SourceCursor {
+/** The record's first line. */
+export interface ResumeHead extends SourceCursor {
   format: typeof FORMAT;
   build: string;
   nodeName: string;
@@ -48,24 +52,50 @@ export interface ResumeRecord extends SourceCursor {
 /** The file name of the module `url` (a bundle chunk's name carries its content hash). */
 export const moduleFile = (url: string): string => url.slice(url.lastIndexOf('/') + 1);
 
-/** Writes the record (best effort, see state-dir.ts). */
-export function writeResume(dir: string, record: Omit<ResumeRecord, 'format' | 'writtenAt'>, now = Date.now()): void {
-  writeStateFile(dir, RESUME_FILE, { format: FORMAT, writtenAt: now, ...record });
+/** Writes the record (best effort, see state-dir.ts): the head, then one line per tracker entry. */
+export function writeResume(dir: string, head: Omit<ResumeHead, 'format' | 'writtenAt'>, entries: Iterable<TrackerEntry>, now = Date.now()): void {
+  function* lines(): Generator<string> {
+    yield JSON.stringify({ format: FORMAT, writtenAt: now, ...head });
+    for (const e of entries) yield JSON.stringify(e);
+  }
+  writeStateLines(dir, RESUME_FILE, lines());
+}
+
+/** A record taken: its head, and its tracker entries, parsed one by one as they are iterated. */
+export interface Resume {
+  head: ResumeHead;
+  entries(): Generator<TrackerEntry>;
 }
 
 /**
  * Takes (reads and removes) the record: the record when it fits (`build`, `nodeName`, age), else
- * why not (for the log), or null when there is none.
+ * why not (for the log), or null when there is none. A line that is not JSON (a cut file) throws
+ * from entries().
  */
-export function takeResume(dir: string, want: { build: string; nodeName: string }, now = Date.now()): { record: ResumeRecord } | { rejected: string } | null {
-  const r = readStateFile(dir, RESUME_FILE, { remove: true }) as Partial<ResumeRecord> | null;
-  if (r === null) return null;
-  if (typeof r !== 'object' || r.format !== FORMAT || typeof r.tracker !== 'object' || typeof r.server !== 'string' || typeof r.informers !== 'object' || typeof r.delivered !== 'object') {
+export function takeResume(dir: string, want: { build: string; nodeName: string }, now = Date.now()): { record: Resume } | { rejected: string } | null {
+  const text = readStateText(dir, RESUME_FILE, { remove: true });
+  if (text === null) return null;
+  const eol = text.indexOf('\n');
+  let h: Partial<ResumeHead> | null = null;
+  try {
+    h = JSON.parse(eol < 0 ? text : text.slice(0, eol)) as Partial<ResumeHead>;
+  } catch {
+    // not ours
+  }
+  if (h === null || typeof h !== 'object' || h.format !== FORMAT || typeof h.tracker !== 'object' || typeof h.server !== 'string' || typeof h.informers !== 'object' || typeof h.delivered !== 'object') {
     return { rejected: 'not a resume record of this format' };
   }
-  if (r.build !== want.build) return { rejected: `written by another build (${String(r.build)})` };
-  if (r.nodeName !== want.nodeName) return { rejected: `written for node ${String(r.nodeName)}` };
-  const age = now - Number(r.writtenAt);
+  if (h.build !== want.build) return { rejected: `written by another build (${String(h.build)})` };
+  if (h.nodeName !== want.nodeName) return { rejected: `written for node ${String(h.nodeName)}` };
+  const age = now - Number(h.writtenAt);
   if (!(age >= 0 && age <= RESUME_MAX_AGE_MS)) return { rejected: `written ${Math.round(age / 1000)} s ago` };
-  return { record: r as ResumeRecord };
+  function* entries(): Generator<TrackerEntry> {
+    for (let from = eol + 1; eol >= 0 && from < text!.length; ) {
+      let end = text!.indexOf('\n', from);
+      if (end < 0) end = text!.length;
+      if (end > from) yield JSON.parse(text!.slice(from, end)) as TrackerEntry;
+      from = end + 1;
+    }
+  }
+  return { record: { head: h as ResumeHead, entries } };
 }

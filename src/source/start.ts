@@ -7,14 +7,16 @@
 import { hostname } from 'node:os';
 
 //
-// In API mode the daemon (not --once or --dry-run) resumes from the record
-// the daemon before it left there (resume.ts): the change tracker is loaded and restored before the
-// source starts, so that every delivery (deletions included) lands on the restored model.
+// In API mode the daemon (not --once or --dry-run) resumes from the record the daemon before it
+// left there (resume.ts): the change tracker is loaded before the source starts and restored while
+// the watches are on their way (kubernetes.ts), so that every delivery (deletions included) lands
+// on the restored model.
 import type { Config } from '../config.js';
 import type { ChangeTracker } from '../proxy/changetracker.js';
 import type { Logger } from '../log.js';
 import { DeferredHandler } from './deferred.js';
 import type { KubernetesSource } from './kubernetes.js';
+import type { Resume } from './resume.js';
 import type { ProxySource } from './types.js';
 
 /** A started source whose deliveries wait in `held` until the proxier attaches. */
@@ -37,6 +39,20 @@ export function nodeNameOf(config: Config): string {
   return (config.hostnameOverride ?? hostname()).trim().toLowerCase();
 }
 
+/** Entries taken between two turns of the event loop while a record is restored (the watches' I/O goes on). */
+const RESTORE_CHUNK = 1_000;
+
+/** Takes the record's model into `tracker`, a chunk of entries per turn of the event loop. */
+async function restoreTracker(tracker: ChangeTracker, record: Resume): Promise<void> {
+  const r = tracker.restore(record.head.tracker);
+  let n = 0;
+  for (const e of record.entries()) {
+    r.add(e);
+    if (++n % RESTORE_CHUNK === 0) await new Promise((resolve) => setImmediate(resolve));
+  }
+  r.done();
+}
+
 /** The API source, resuming from the record in `stateDir` when there is one that fits (see the file comment). */
 async function kubernetesSource(config: Config, nodeName: string, logger: Logger, held: DeferredHandler, resumable: boolean) {
   const { KubernetesSource, KUBERNETES_SOURCE_BUILD } = await import('./kubernetes.js');
@@ -50,15 +66,17 @@ async function kubernetesSource(config: Config, nodeName: string, logger: Logger
   if (record) {
     // Only with a record is the tracker loaded before the first request.
     const { ChangeTracker, TRACKER_BUILD } = await import('../proxy/changetracker.js');
-    if (record.tracker.build !== TRACKER_BUILD) [record, reason] = [null, `written by another build (${record.tracker.build})`];
+    if (record.head.tracker.build !== TRACKER_BUILD) [record, reason] = [null, `written by another build (${record.head.tracker.build})`];
     held.feed((tracker = new ChangeTracker(nodeName)));
   }
   if (reason !== null) logger.info({ reason }, 'the resume record left by the stopped daemon is not used; listing');
-  const resume = record ? { cursor: record, restore: () => tracker!.restore(record.tracker) } : undefined;
+  const resume = record ? { cursor: record.head, restore: () => restoreTracker(tracker!, record) } : undefined;
   const source: KubernetesSource = new KubernetesSource({ ...opts, ...(resume ? { resume } : {}) });
   const leave = (t: ChangeTracker): void => {
     const cursor = source.cursor();
-    if (cursor) writeResume(stateDir, { build: KUBERNETES_SOURCE_BUILD, nodeName, ...cursor, tracker: t.snapshot() });
+    if (!cursor) return;
+    const { head, entries } = t.snapshot();
+    writeResume(stateDir, { build: KUBERNETES_SOURCE_BUILD, nodeName, ...cursor, tracker: head }, entries);
   };
   return { source, tracker, leave };
 }

@@ -52,6 +52,8 @@ class FakeApiServer {
   readonly #held = new Map<Resource, Array<() => void>>();
   /** Status codes the next lists of a resource answer with (one per list), e.g. 500, 403. */
   readonly failLists: Partial<Record<Resource, number[]>> = {};
+  /** Watches of these resources never answer (no headers). */
+  readonly hangWatches = new Set<Resource>();
   /** Status codes the next watches of a resource answer with (one per watch). */
   readonly failWatches: Partial<Record<Resource, number[]>> = {};
   /** Watches from a resourceVersion below this get 410 Gone. */
@@ -171,6 +173,7 @@ class FakeApiServer {
   }
 
   #watch(resource: Resource, from: number, fieldSelector: string | null, res: ServerResponse): void {
+    if (this.hangWatches.has(resource)) return;
     const fail = this.failWatches[resource]?.shift();
     if (fail) return void res.writeHead(fail, { 'content-type': 'application/json' }).end(JSON.stringify(status(fail)));
     if (from < this.compactedRv && this.goneAs === 'http') {
@@ -284,7 +287,7 @@ current-context: fake
 `;
 }
 
-function source(opts: { master?: string; listTimeoutMs?: number; pageSize?: number; resume?: { cursor: SourceCursor; restore(): void } } = {}): { src: KubernetesSource; rec: Recorder; started: Promise<void> } {
+function source(opts: { master?: string; listTimeoutMs?: number; pageSize?: number; resume?: { cursor: SourceCursor; restore(): Promise<void> } } = {}): { src: KubernetesSource; rec: Recorder; started: Promise<void> } {
   const src = new KubernetesSource({ kubeconfig, nodeName: 'kip-node', backoff: { initialMs: 20, maxMs: 200 }, ...opts });
   sources.push(src);
   const rec = new Recorder();
@@ -434,7 +437,7 @@ describe('resume (a restarted daemon watches from where the stopped one was)', (
     api.put('endpointslices', slice('b-1', 'b', ['10.244.1.2', '10.244.1.3']));
     api.put('services', svc('c', '10.96.0.4'));
     let restored = 0;
-    const { rec, started } = source({ resume: { cursor, restore: () => restored++ } });
+    const { rec, started } = source({ resume: { cursor, restore: async () => void restored++ } });
     await started;
     expect(restored).toBe(1);
     expect(rec.events).toEqual(['error Service demo/bad: spec.ports[0].port: expected number, received string', 'svc- demo/a', 'svc demo/c', 'eps demo/b-1', 'synced']);
@@ -449,7 +452,7 @@ describe('resume (a restarted daemon watches from where the stopped one was)', (
 
   it('syncs on a quiet resumed watch too (nothing changed while stopped)', async () => {
     const { cursor } = await stopped();
-    const { rec, started } = source({ resume: { cursor, restore: () => {} } });
+    const { rec, started } = source({ resume: { cursor, restore: async () => {} } });
     await started;
     expect(rec.events).toEqual(['error Service demo/bad: spec.ports[0].port: expected number, received string', 'synced']);
     expect(listsOf('/api/v1/services')).toHaveLength(1);
@@ -461,7 +464,7 @@ describe('resume (a restarted daemon watches from where the stopped one was)', (
     api.put('services', svc('c', '10.96.0.4'), true);
     api.compactedRv = api.rv;
     api.goneAs = goneAs;
-    const { rec, started } = source({ resume: { cursor, restore: () => {} } });
+    const { rec, started } = source({ resume: { cursor, restore: async () => {} } });
     await started;
     expect(listsOf('/api/v1/services')).toHaveLength(2);
     expect(rec.events.filter((e) => e.startsWith('svc')).sort()).toEqual(['svc demo/b', 'svc demo/c', 'svc demo/late', 'svc- demo/a']);
@@ -471,17 +474,49 @@ describe('resume (a restarted daemon watches from where the stopped one was)', (
   it('relists when the resumed watch fails otherwise (e.g. "too large resource version", a 504)', async () => {
     const { cursor } = await stopped();
     api.failWatches.services = [504];
-    const { rec, started } = source({ resume: { cursor, restore: () => {} } });
+    const { rec, started } = source({ resume: { cursor, restore: async () => {} } });
     await started;
     expect(listsOf('/api/v1/services')).toHaveLength(2);
     expect(listsOf('/apis/discovery.k8s.io/v1/endpointslices')).toHaveLength(1); // the others resumed
     expect(rec.events.at(-1)).toBe('synced');
   });
 
+  it('relists when the resumed watch does not answer within the list timeout', async () => {
+    const { cursor } = await stopped();
+    api.hangWatches.add('endpointslices');
+    const { rec, started } = source({ listTimeoutMs: 300, resume: { cursor, restore: async () => {} } });
+    await until(() => listsOf('/apis/discovery.k8s.io/v1/endpointslices'), (l) => l.length === 2, 3000);
+    api.hangWatches.clear();
+    await started;
+    expect(rec.events.at(-1)).toBe('synced');
+    expect(listsOf('/api/v1/services')).toHaveLength(1);
+  });
+
+  it('sends its watches before it restores, and delivers nothing until the restore is done', async () => {
+    const { cursor } = await stopped();
+    api.put('services', svc('c', '10.96.0.4'));
+    let finish!: () => void;
+    const { rec, started } = source({ resume: { cursor, restore: () => new Promise<void>((r) => (finish = r)) } });
+    await until(() => api.openWatches, (n) => n === 3); // while the restore has not finished
+    await sleep(150);
+    expect(rec.events).toEqual(['error Service demo/bad: spec.ports[0].port: expected number, received string']);
+    finish();
+    await started;
+    expect(rec.events.slice(1)).toEqual(['svc demo/c', 'synced']);
+  });
+
+  it('relists when the restore fails', async () => {
+    const { cursor } = await stopped();
+    const { rec, started } = source({ resume: { cursor, restore: async () => Promise.reject(new Error('a broken record')) } });
+    await started;
+    for (const path of ['/api/v1/services', '/apis/discovery.k8s.io/v1/endpointslices']) expect(listsOf(path)).toHaveLength(2);
+    expect(rec.events.at(-1)).toBe('synced');
+  });
+
   it('does not use a record of another API server: nothing restored, everything listed', async () => {
     const { cursor } = await stopped();
     let restored = 0;
-    const { rec, started } = source({ resume: { cursor: { ...cursor, server: 'https://elsewhere:6443' }, restore: () => restored++ } });
+    const { rec, started } = source({ resume: { cursor: { ...cursor, server: 'https://elsewhere:6443' }, restore: async () => void restored++ } });
     await started;
     expect(restored).toBe(0);
     expect(listsOf('/api/v1/services')).toHaveLength(2);

@@ -212,7 +212,7 @@ current-context: x
 
   it('a restarted daemon resumes from the record the stopped one left: no list, what changed meanwhile programmed', async () => {
     expect(await d.stop()).toBe(0);
-    expect(execFileSync('ls', [d.stateDir], { encoding: 'utf8' })).toContain('source-resume.json');
+    expect(execFileSync('ls', [d.stateDir], { encoding: 'utf8' })).toContain('source-resume.jsonl');
     const moved = slice(5);
     (moved.endpoints as Array<{ addresses: string[] }>)[2]!.addresses = ['10.244.4.5'];
     api.put('endpointslices', moved);
