@@ -16,8 +16,8 @@ import { MetricsServer, ProxyMetrics, type ProxyMode } from './server/metrics.js
 import { serveIpvsViews } from './server/ipvs-views.js';
 import { ServiceHealthServers } from './server/servicehealth.js';
 import { nodeNameOf, startSource, type StartedSource } from './source/start.js';
-import { STATE_DIR } from './state-dir.js';
 import type { SourceHandler } from './source/types.js';
+import { STATE_DIR } from './state-dir.js';
 
 export { nodeNameOf } from './source/start.js';
 

@@ -15,8 +15,7 @@
 //   for the same API server, each informer watches from the record's resourceVersion instead of
 //   listing, the tracker is restored from it while those requests are on their way (their events
 //   wait for it), the rejected objects are reported again, and onSynced fires once the watches
-//   have caught up. cursor() gives the record's source part at
-//   stop().
+//   have caught up. cursor() gives the record's source part after stop().
 import type { RequestOptions } from 'node:https';
 
 import type { Logger } from '../log.js';
@@ -81,6 +80,10 @@ export class KubernetesSource implements ProxySource {
   readonly #rejected = new Map<string, SourceCursor['rejected'][number]>();
   #server = '';
   #resumed = false;
+  /** Starts the restore of a resumed source once its informers have sent their watches. */
+  #restore: (() => void) | undefined;
+  /** Settles once that restore has run (or failed: the resumed watches then relist). */
+  #restored: Promise<unknown> = Promise.resolve();
   #synced = false;
   #stopped = false;
   #startedAt = 0;
@@ -127,11 +130,6 @@ export class KubernetesSource implements ProxySource {
     this.#restore?.();
     await synced;
   }
-
-  /** Starts the restore of a resumed source once its informers have sent their watches. */
-  #restore: (() => void) | undefined;
-  /** Settles once that restore has run (or failed: the resumed watches then relist). */
-  #restored: Promise<unknown> = Promise.resolve();
 
   /** Takes the stopped daemon's model and watches from where it was; see the file comment. */
   #resume({ cursor, restore }: NonNullable<KubernetesSourceOptions['resume']>, h: SourceHandler): void {

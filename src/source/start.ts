@@ -4,13 +4,12 @@
 // into the change tracker the proxier will take over once that module is loaded. Reading
 // changes nothing on the node, so the source starts before the node lock is taken (the daemon,
 // under the lock, starts the iptables backend detection, which writes a probe chain).
+// In API mode the daemon (not --once or --dry-run) resumes from the record the daemon before it
+// left in the state directory (resume.ts): the change tracker is loaded before the source starts
+// and restored while the watches are on their way (kubernetes.ts), so that every delivery
+// (deletions included) lands on the restored model.
 import { hostname } from 'node:os';
 
-//
-// In API mode the daemon (not --once or --dry-run) resumes from the record the daemon before it
-// left there (resume.ts): the change tracker is loaded before the source starts and restored while
-// the watches are on their way (kubernetes.ts), so that every delivery (deletions included) lands
-// on the restored model.
 import type { Config } from '../config.js';
 import type { ChangeTracker } from '../proxy/changetracker.js';
 import type { Logger } from '../log.js';
@@ -28,8 +27,8 @@ export interface StartedSource {
   /** The change tracker `held` feeds (loaded after the first requests are out): the proxier's. */
   tracker: Promise<ChangeTracker>;
   /**
-   * After source.stop(): leaves the resume record for the next daemon (API mode with a state
-   * directory, caches synced); a no-op otherwise.
+   * After source.stop(): leaves the resume record for the next daemon (the daemon in API mode,
+   * once its caches had synced); a no-op otherwise.
    */
   leave(tracker: ChangeTracker): void;
 }
@@ -53,7 +52,7 @@ async function restoreTracker(tracker: ChangeTracker, record: Resume): Promise<v
   r.done();
 }
 
-/** The API source, resuming from the record in `stateDir` when there is one that fits (see the file comment). */
+/** The API source; `resumable`: resuming from the record in the state directory if one fits (see the file comment). */
 async function kubernetesSource(config: Config, nodeName: string, logger: Logger, held: DeferredHandler, resumable: boolean) {
   const { KubernetesSource, KUBERNETES_SOURCE_BUILD } = await import('./kubernetes.js');
   const opts = { nodeName, logger, ...(config.kubeconfig ? { kubeconfig: config.kubeconfig } : {}), ...(config.master ? { master: config.master } : {}) };
