@@ -4,7 +4,7 @@
 // not JSON reads as null, and a write that fails only costs the next daemon some work.
 // The directory is a tmpfs on the node (the chart mounts it): a reboot clears it together with
 // the kernel state its files describe.
-import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 
 /** The daemon's state directory; KUBE_IPVS_PROXY_STATE_DIR moves it (the tests give each daemon its own). */
@@ -47,26 +47,24 @@ export function writeStateLines(dir: string, name: string, lines: Iterable<strin
     let buf = '';
     for (const line of lines) {
       buf += `${line}\n`;
-      if (buf.length >= 1 << 20) (writeSync(fd, buf), (buf = ''));
+      if (buf.length < 1 << 20) continue;
+      writeSync(fd, buf);
+      buf = '';
     }
     writeSync(fd, buf);
     closeSync(fd);
     fd = undefined;
     renameSync(tmp, file);
   } catch {
+    // e.g. a read-only state directory
     if (fd !== undefined) closeSync(fd);
     rmSync(tmp, { force: true });
   }
 }
 
-/** Writes `value` as JSON to `dir/name` (the directory created if need be); failures are ignored. */
+/** Writes `value` as JSON to `dir/name` (the directory created if need be; whole or not at all); failures are ignored. */
 export function writeStateFile(dir: string, name: string, value: unknown): void {
-  try {
-    mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, name), JSON.stringify(value));
-  } catch {
-    // e.g. a read-only state directory
-  }
+  writeStateLines(dir, name, [JSON.stringify(value)]);
 }
 
 /** Removes every file of the directory (cleanup: the next daemon starts from nothing); how many. */

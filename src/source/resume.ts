@@ -69,8 +69,8 @@ export interface Resume {
 
 /**
  * Takes (reads and removes) the record: the record when it fits (`build`, `nodeName`, age), else
- * why not (for the log), or null when there is none. A line that is not JSON (a cut file) throws
- * from entries().
+ * why not (for the log), or null when there is none. A line that is not JSON (a damaged file)
+ * throws from entries(), which fails the restore (the source then lists).
  */
 export function takeResume(dir: string, want: { build: string; nodeName: string }, now = Date.now()): { record: Resume } | { rejected: string } | null {
   const text = readStateText(dir, RESUME_FILE, { remove: true });
