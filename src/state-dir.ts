@@ -56,9 +56,13 @@ export function writeStateLines(dir: string, name: string, lines: Iterable<strin
     fd = undefined;
     renameSync(tmp, file);
   } catch {
-    // e.g. a read-only state directory
-    if (fd !== undefined) closeSync(fd);
-    rmSync(tmp, { force: true });
+    // e.g. a read-only state directory: what was written of the temporary file goes, if it can
+    try {
+      if (fd !== undefined) closeSync(fd);
+      rmSync(tmp, { force: true });
+    } catch {
+      // nothing more to do
+    }
   }
 }
 

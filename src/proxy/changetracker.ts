@@ -483,15 +483,15 @@ export class ChangeTracker {
    * the entries as they are read (plain JSON values). restore() takes them back.
    */
   snapshot(): { head: TrackerSnapshot; entries: Iterable<TrackerEntry> } {
-    const self = this;
-    function* entries(): Generator<TrackerEntry> {
-      for (const [key, ports] of self.#services) yield ['service', key, ports];
-      for (const [key, errors] of self.#serviceErrors) yield ['serviceErrors', key, errors];
-      for (const [key, uid] of self.#uids) yield ['uid', key, uid];
-      for (const [key, s] of self.#slices) yield ['slice', key, s.service, Array.from(s.endpoints, ([k, eps]) => [k, eps.map(packEndpoint)] as [string, PackedEndpoint[]])];
-      for (const [key, errors] of self.#sliceErrors) yield ['sliceErrors', key, errors];
-    }
-    return { head: { build: TRACKER_BUILD, node: this.#node }, entries: entries() };
+    return { head: { build: TRACKER_BUILD, node: this.#node }, entries: this.#entries() };
+  }
+
+  *#entries(): Generator<TrackerEntry> {
+    for (const [key, ports] of this.#services) yield ['service', key, ports];
+    for (const [key, errors] of this.#serviceErrors) yield ['serviceErrors', key, errors];
+    for (const [key, uid] of this.#uids) yield ['uid', key, uid];
+    for (const [key, s] of this.#slices) yield ['slice', key, s.service, Array.from(s.endpoints, ([k, eps]) => [k, eps.map(packEndpoint)] as [string, PackedEndpoint[]])];
+    for (const [key, errors] of this.#sliceErrors) yield ['sliceErrors', key, errors];
   }
 
   /**

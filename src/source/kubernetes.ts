@@ -21,6 +21,7 @@ import type { RequestOptions } from 'node:https';
 import type { Logger } from '../log.js';
 import { SERVICE_NAME_LABEL } from '../model/k8s.js';
 import type { EndpointSlice } from '../model/k8s.js';
+import type { ObjectError } from '../model/service.js';
 import { compact } from './compact.js';
 import { loadClientConfig } from './kube-config.js';
 import { KubeHttp } from './kube-http.js';
@@ -76,11 +77,10 @@ export class KubernetesSource implements ProxySource {
   /** Keys delivered (and not deleted since), per kind. */
   readonly #delivered: Record<SourceKind, Set<string>> = { Service: new Set(), EndpointSlice: new Set(), Node: new Set() };
   readonly #pending = new Set<SourceKind>(KINDS);
-  /** Objects rejected (and not since replaced by a valid version or deleted), by `kind key`. */
-  readonly #rejected = new Map<string, SourceCursor['rejected'][number]>();
+  /** Objects rejected (and not since replaced by a valid version or deleted), per kind. */
+  readonly #rejected: Record<SourceKind, Map<string, ObjectError>> = { Service: new Map(), EndpointSlice: new Map(), Node: new Map() };
   #server = '';
-  #resumed = false;
-  /** Starts the restore of a resumed source once its informers have sent their watches. */
+  /** Starts the restore of a resumed source once its informers have sent their watches (set: resumed). */
   #restore: (() => void) | undefined;
   /** Settles once that restore has run (or failed: the resumed watches then relist). */
   #restored: Promise<unknown> = Promise.resolve();
@@ -125,7 +125,7 @@ export class KubernetesSource implements ProxySource {
     if (resume && resume.cursor.server !== config.server) {
       logger?.info({ server: config.server, recorded: resume.cursor.server }, 'kubernetes: the resume record names another API server; listing');
     } else if (resume) this.#resume(resume, handler);
-    logger?.info({ server: config.server, auth: config.auth, nodeName, resumed: this.#resumed }, 'kubernetes: starting informers');
+    logger?.info({ server: config.server, auth: config.auth, nodeName, resumed: this.#restore !== undefined }, 'kubernetes: starting informers');
     for (const informer of this.#informers) informer.start();
     this.#restore?.();
     await synced;
@@ -138,16 +138,14 @@ export class KubernetesSource implements ProxySource {
     restored.catch((err: unknown) => this.#opts.logger?.warn({ err: err instanceof Error ? err.message : String(err) }, 'kubernetes: restoring the resume record failed; listing'));
     this.#restore = start;
     this.#restored = restored.catch(() => {});
-    this.#resumed = true;
     for (const kind of KINDS) for (const key of cursor.delivered[kind] ?? []) this.#delivered[kind].add(key);
     for (const r of cursor.rejected) {
-      this.#rejected.set(`${r.kind} ${r.key}`, r);
+      this.#rejected[r.kind].set(r.key, r.error);
       h.onError(r.error);
     }
     KINDS.forEach((kind, i) => {
       const rv = cursor.informers[kind];
-      const rejected = cursor.rejected.filter((r) => r.kind === kind).map((r) => r.key);
-      if (rv) this.#informers[i]!.resume(rv, [...this.#delivered[kind], ...rejected], restored);
+      if (rv) this.#informers[i]!.resume(rv, [...this.#delivered[kind], ...this.#rejected[kind].keys()], restored);
     });
   }
 
@@ -163,7 +161,8 @@ export class KubernetesSource implements ProxySource {
       if (rv) informers[kind] = rv;
     });
     const delivered = Object.fromEntries(KINDS.map((k) => [k, [...this.#delivered[k]]])) as SourceCursor['delivered'];
-    return { server: this.#server, informers, delivered, rejected: [...this.#rejected.values()] };
+    const rejected = KINDS.flatMap((kind) => Array.from(this.#rejected[kind], ([key, error]) => ({ kind, key, error })));
+    return { server: this.#server, informers, delivered, rejected };
   }
 
   /** Stops every informer; nothing is delivered after this resolves. */
@@ -191,11 +190,11 @@ export class KubernetesSource implements ProxySource {
     if (!result.ok) {
       const error = { object: name, reason: result.reason };
       this.#opts.logger?.warn(error, 'kubernetes: object rejected');
-      this.#rejected.set(`${kind} ${key}`, { kind, key, error });
+      this.#rejected[kind].set(key, error);
       h.onError(error);
       return;
     }
-    this.#rejected.delete(`${kind} ${key}`);
+    this.#rejected[kind].delete(key);
     if (kind === 'EndpointSlice' && !(result.value as EndpointSlice).metadata.labels[SERVICE_NAME_LABEL]) {
       this.#remove(kind, key, h);
       return;
@@ -206,7 +205,7 @@ export class KubernetesSource implements ProxySource {
   }
 
   #remove(kind: SourceKind, key: string, h: SourceHandler): void {
-    this.#rejected.delete(`${kind} ${key}`);
+    this.#rejected[kind].delete(key);
     if (this.#delivered[kind].delete(key)) this.#deliver(kind, key, null, h);
   }
 
@@ -228,7 +227,7 @@ export class KubernetesSource implements ProxySource {
       {
         services,
         endpointSlices,
-        resumed: this.#resumed,
+        resumed: this.#restore !== undefined,
         durationMs: Math.round(performance.now() - this.#startedAt),
         rssMiB: Math.round(rss / 2 ** 20),
         heapUsedMiB: Math.round(heapUsed / 2 ** 20),
