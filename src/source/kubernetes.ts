@@ -52,9 +52,9 @@ export interface KubernetesSourceOptions {
   /**
    * The stopped daemon's record (resume.ts); used when it names the same API server. `restore()`
    * puts its model into the change tracker; it runs once the watches are on their way, and their
-   * events wait for it (a failed restore relists).
+   * events wait for it (a failed restore relists). `discard()` when it is not used (another server).
    */
-  resume?: { cursor: SourceCursor; restore(): Promise<void> };
+  resume?: { cursor: SourceCursor; restore(): Promise<void>; discard?(): void };
 }
 
 /**
@@ -124,6 +124,7 @@ export class KubernetesSource implements ProxySource {
     const resume = this.#opts.resume;
     if (resume && resume.cursor.server !== config.server) {
       logger?.info({ server: config.server, recorded: resume.cursor.server }, 'kubernetes: the resume record names another API server; listing');
+      resume.discard?.();
     } else if (resume) this.#resume(resume, handler);
     logger?.info({ server: config.server, auth: config.auth, nodeName, resumed: this.#restore !== undefined }, 'kubernetes: starting informers');
     for (const informer of this.#informers) informer.start();

@@ -5,9 +5,10 @@
 // changes nothing on the node, so the source starts before the node lock is taken (the daemon,
 // under the lock, starts the iptables backend detection, which writes a probe chain).
 // In API mode the daemon (not --once or --dry-run) resumes from the record the daemon before it
-// left in the state directory (resume.ts): the change tracker is loaded before the source starts
-// and restored while the watches are on their way (kubernetes.ts), so that every delivery
-// (deletions included) lands on the restored model.
+// left in the state directory (resume.ts): only the record's head is read before the watches go
+// out; the change tracker is then loaded and restored while they are on their way
+// (kubernetes.ts), and every delivery (deletions included) waits for that, so it lands on the
+// restored model.
 import { hostname } from 'node:os';
 
 import type { Config } from '../config.js';
@@ -41,8 +42,13 @@ export function nodeNameOf(config: Config): string {
 /** Entries taken between two turns of the event loop while a record is restored (the watches' I/O goes on). */
 const RESTORE_CHUNK = 1_000;
 
-/** Takes the record's model into `tracker`, a chunk of entries per turn of the event loop. */
-async function restoreTracker(tracker: ChangeTracker, record: Resume): Promise<void> {
+/** Takes the record's model into `tracker`, a chunk of entries per turn of the event loop; rejects for a model of another tracker build. */
+export async function restoreTracker(tracker: ChangeTracker, record: Resume): Promise<void> {
+  const { TRACKER_BUILD } = await import('../proxy/changetracker.js');
+  if (record.head.tracker.build !== TRACKER_BUILD) {
+    record.close();
+    throw new Error(`the change tracker's model was written by another build (${record.head.tracker.build})`);
+  }
   const r = tracker.restore(record.head.tracker);
   let n = 0;
   for (const e of record.entries()) {
@@ -52,24 +58,20 @@ async function restoreTracker(tracker: ChangeTracker, record: Resume): Promise<v
   r.done();
 }
 
-/** The API source; `resumable`: resuming from the record in the state directory if one fits (see the file comment). */
-async function kubernetesSource(config: Config, nodeName: string, logger: Logger, held: DeferredHandler, resumable: boolean) {
+/**
+ * The API source; `resumable`: resuming from the record in the state directory if one fits (see
+ * the file comment). `tracker()`: the change tracker, loaded and fed on the first call.
+ */
+async function kubernetesSource(config: Config, nodeName: string, logger: Logger, resumable: boolean, tracker: () => Promise<ChangeTracker>) {
   const { KubernetesSource, KUBERNETES_SOURCE_BUILD } = await import('./kubernetes.js');
   const opts = { nodeName, logger, ...(config.kubeconfig ? { kubeconfig: config.kubeconfig } : {}), ...(config.master ? { master: config.master } : {}) };
   if (!resumable) return { source: new KubernetesSource(opts) };
   const { takeResume, writeResume, STATE_DIR: stateDir } = await import('./resume.js');
   const taken = takeResume(stateDir, { build: KUBERNETES_SOURCE_BUILD, nodeName });
-  let record = taken !== null && 'record' in taken ? taken.record : null;
-  let reason = taken !== null && 'rejected' in taken ? taken.rejected : null;
-  let tracker: ChangeTracker | undefined;
-  if (record) {
-    // Only with a record is the tracker loaded before the first request.
-    const { ChangeTracker, TRACKER_BUILD } = await import('../proxy/changetracker.js');
-    if (record.head.tracker.build !== TRACKER_BUILD) [record, reason] = [null, `written by another build (${record.head.tracker.build})`];
-    held.feed((tracker = new ChangeTracker(nodeName)));
-  }
-  if (reason !== null) logger.info({ reason }, 'the resume record left by the stopped daemon is not used; listing');
-  const resume = record ? { cursor: record.head, restore: () => restoreTracker(tracker!, record) } : undefined;
+  if (taken !== null && 'rejected' in taken) logger.info({ reason: taken.rejected }, 'the resume record left by the stopped daemon is not used; listing');
+  const record = taken !== null && 'record' in taken ? taken.record : null;
+  // Only the head is read yet: the watches go out, then the tracker (and zod under it) is loaded and the entries read.
+  const resume = record ? { cursor: record.head, restore: async () => restoreTracker(await tracker(), record), discard: record.close } : undefined;
   const source: KubernetesSource = new KubernetesSource({ ...opts, ...(resume ? { resume } : {}) });
   const leave = (t: ChangeTracker): void => {
     const cursor = source.cursor();
@@ -77,7 +79,7 @@ async function kubernetesSource(config: Config, nodeName: string, logger: Logger
     const { head, entries } = t.snapshot();
     writeResume(stateDir, { build: KUBERNETES_SOURCE_BUILD, nodeName, ...cursor, tracker: head }, entries);
   };
-  return { source, tracker, leave };
+  return { source, leave };
 }
 
 /**
@@ -88,30 +90,29 @@ async function kubernetesSource(config: Config, nodeName: string, logger: Logger
 export async function startSource(config: Config, logger: Logger, { resume = false } = {}): Promise<StartedSource> {
   const nodeName = nodeNameOf(config);
   const held = new DeferredHandler();
+  let loading: Promise<ChangeTracker> | undefined;
+  const tracker = (): Promise<ChangeTracker> =>
+    (loading ??= import('../proxy/changetracker.js').then(({ ChangeTracker }) => {
+      const t = new ChangeTracker(nodeName);
+      held.feed(t);
+      return t;
+    }));
   let source: ProxySource;
-  let restored: ChangeTracker | undefined;
   let leave: StartedSource['leave'] = () => {};
   if (config.manifests) {
     const { ManifestSource } = await import('./manifests.js');
     source = new ManifestSource({ path: config.manifests, nodeName, logger });
   } else {
-    const k = await kubernetesSource(config, nodeName, logger, held, resume && !config.once && !config.dryRun);
+    const k = await kubernetesSource(config, nodeName, logger, resume && !config.once && !config.dryRun, tracker);
     source = k.source;
-    restored = k.tracker;
     if (k.leave) leave = k.leave;
   }
   const synced = source.start(held);
   synced.catch(() => {}); // awaited by the daemon once the proxier can take the objects
-  const tracker = restored
-    ? Promise.resolve(restored)
-    : import('../proxy/changetracker.js').then(({ ChangeTracker }) => {
-        const t = new ChangeTracker(nodeName);
-        held.feed(t);
-        return t;
-      });
-  tracker.catch(() => {}); // awaited by the daemon before it builds the proxier
+  const loaded = tracker();
+  loaded.catch(() => {}); // awaited by the daemon before it builds the proxier
   // The addon once the first requests are on their way: loading it tunes glibc's malloc for the
   // bursts of the initial lists (tuneMalloc in native/addon.cc).
   await import('../native/binding.js');
-  return { source, held, synced, tracker, leave };
+  return { source, held, synced, tracker: loaded, leave };
 }

@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { nodeSchema, serviceSchema } from '../../src/model/k8s-schemas.js';
 import { ChangeTracker } from '../../src/proxy/changetracker.js';
 import { RESUME_FILE, RESUME_MAX_AGE_MS, takeResume, writeResume } from '../../src/source/resume.js';
+import { restoreTracker } from '../../src/source/start.js';
 
 const dirs: string[] = [];
 afterEach(() => dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -36,6 +37,23 @@ describe('the resume record', () => {
     expect([...taken.record.entries()].map((e) => e[0])).toEqual(['service', 'uid']);
     expect(existsSync(join(d, RESUME_FILE))).toBe(false);
     expect(takeResume(d, want, 2_000)).toBeNull();
+  });
+
+  it('is restored into a tracker only by the tracker build that wrote it', async () => {
+    const d = dir();
+    const t = new ChangeTracker('n1');
+    t.onService('ns/a', serviceSchema.parse({ metadata: { name: 'a', namespace: 'ns', uid: 'u1' }, spec: { clusterIP: '10.96.0.1', ports: [{ port: 80 }] } }));
+    const { head, entries } = t.snapshot();
+    writeResume(d, { ...want, ...cursor, tracker: head }, entries, 1_000);
+    const same = takeResume(d, want, 2_000);
+    if (same === null || !('record' in same)) throw new Error('not taken');
+    const into = new ChangeTracker('n1');
+    await restoreTracker(into, same.record);
+    expect(into.snapshot().head).toEqual(head);
+    writeResume(d, { ...want, ...cursor, tracker: { ...head, build: 'chunk-OLD.js' } }, t.snapshot().entries, 1_000);
+    const other = takeResume(d, want, 2_000);
+    if (other === null || !('record' in other)) throw new Error('not taken');
+    await expect(restoreTracker(new ChangeTracker('n1'), other.record)).rejects.toThrow(/another build \(chunk-OLD.js\)/);
   });
 
   it.each([

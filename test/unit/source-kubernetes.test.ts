@@ -516,9 +516,11 @@ describe('resume (a restarted daemon watches from where the stopped one was)', (
   it('does not use a record of another API server: nothing restored, everything listed', async () => {
     const { cursor } = await stopped();
     let restored = 0;
-    const { rec, started } = source({ resume: { cursor: { ...cursor, server: 'https://elsewhere:6443' }, restore: async () => void restored++ } });
+    let discarded = 0;
+    const { rec, started } = source({ resume: { cursor: { ...cursor, server: 'https://elsewhere:6443' }, restore: async () => void restored++, discard: () => void discarded++ } });
     await started;
     expect(restored).toBe(0);
+    expect(discarded).toBe(1); // the record's file is closed
     expect(listsOf('/api/v1/services')).toHaveLength(2);
     expect([...rec.services.keys()].sort()).toEqual(['demo/a', 'demo/b', 'demo/late']);
   });
