@@ -2,7 +2,7 @@
 // each returning the value to keep or recording an issue at its path. Not zod: the
 // configuration is read before anything else runs, and importing zod costs more than the rest
 // of the start-up up to the first API request (about 0.65 s and 6 MiB of heap inside UML).
-// zod still validates Kubernetes objects and kernel data, loaded once the source is under way.
+// zod still validates Kubernetes objects and kernel data that are not plain, loaded on first use (zod.ts).
 
 /** Where an issue is: object keys and array indices from the document's root. */
 export type IssuePath = (string | number)[];

@@ -1,4 +1,5 @@
 // One error type for everything the kernel (or a malformed exchange with it) can say.
+import type { z } from 'zod';
 
 /** Fields of a NetlinkError, like Node's SystemError. */
 export interface NetlinkErrorInit {
@@ -43,6 +44,17 @@ export class ValidationError extends Error {
   ) {
     super(`${op}: ${field}: ${reason}`);
   }
+}
+
+/**
+ * Throws a ValidationError for the first issue `schema` finds in `value`, its field named
+ * `what.<path>`; the clients call it for what their hand-written checks do not pass.
+ */
+export function checkWith(schema: { safeParse(value: unknown): z.ZodSafeParseResult<unknown> }, value: unknown, op: string, what: string): void {
+  const r = schema.safeParse(value);
+  if (r.success) return;
+  const issue = r.error.issues[0]!;
+  throw new ValidationError(op, [what, ...issue.path.map(String)].join('.'), issue.message);
 }
 
 interface ErrnoLike {

@@ -1,15 +1,16 @@
-// A hand-written twin of the zod schemas in k8s.ts for Services and EndpointSlices, for the
+// A hand-written twin of the zod schemas in k8s.ts for Services, EndpointSlices and Nodes, for the
 // common case only: an object whose every field the proxy reads is present and well-formed (or
 // absent where the schema allows it) gets exactly what the schema's parse would give, key order
 // included; anything else (a wrong type, an out-of-range number, a `__proto__` key, an object
 // with another prototype) returns NOT_PLAIN and the zod schema decides, with its messages.
 // Why: at cluster scale zod's parse allocated ~12 kB of garbage per object (75 MiB for 3,000
 // Services + slices, a third of the cold start's young-generation GCs) and was the largest
-// JavaScript item of the initial list's profile. test/unit/k8s-fast.test.ts holds the two
-// equal on random objects, valid and broken.
+// JavaScript item of the initial list's profile; and with a plain Node too, a daemon never
+// loads zod (zod.ts). test/unit/k8s-fast.test.ts holds the two equal on random objects, valid
+// and broken.
 import { familyOf } from './ip.js';
 import { ADDRESS_TYPES, IP_FAMILIES, K8S_PROTOCOLS, SERVICE_TYPES, SESSION_AFFINITIES, TRAFFIC_POLICIES } from './k8s.js';
-import type { EndpointSlice, Service } from './k8s.js';
+import type { EndpointSlice, Node, Service } from './k8s.js';
 
 /** The object is not in the plain form this file decodes: let the zod schema parse it. */
 export const NOT_PLAIN: unique symbol = Symbol('not plain');
@@ -269,4 +270,49 @@ export function plainEndpointSlice(raw: unknown): Out<EndpointSlice> {
   const ports = raw.ports === undefined ? [] : arrayOf(raw.ports, slicePort);
   if (md === NOT_PLAIN || addressType === NOT_PLAIN || endpoints === NOT_PLAIN || ports === NOT_PLAIN) return NOT_PLAIN;
   return { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', metadata: md, addressType, endpoints, ports };
+}
+
+/** nodeSchema's metadata: metadataSchema with namespace default '' (may be empty) and deletionTimestamp. */
+function nodeMetadata(v: unknown): Out<Node['metadata']> {
+  if (!isDict(v)) return NOT_PLAIN;
+  const { name, uid, resourceVersion, deletionTimestamp } = v;
+  const namespace = v.namespace === undefined ? '' : v.namespace;
+  if (typeof name !== 'string' || name === '' || typeof namespace !== 'string') return NOT_PLAIN;
+  if (optString(uid) === NOT_PLAIN || optString(resourceVersion) === NOT_PLAIN || optString(deletionTimestamp) === NOT_PLAIN) return NOT_PLAIN;
+  const labels = stringRecord(v.labels);
+  const annotations = stringRecord(v.annotations);
+  if (labels === NOT_PLAIN || annotations === NOT_PLAIN) return NOT_PLAIN;
+  const out: Dict = { name, namespace };
+  put(out, 'uid', uid);
+  put(out, 'resourceVersion', resourceVersion);
+  out.labels = labels;
+  out.annotations = annotations;
+  put(out, 'deletionTimestamp', deletionTimestamp);
+  return out as Node['metadata'];
+}
+
+type Taint = Node['spec']['taints'][number];
+
+function taint(v: unknown): Out<Taint> {
+  if (!isDict(v) || typeof v.key !== 'string') return NOT_PLAIN;
+  const rest = optionals([['value', optString(v.value)], ['effect', optString(v.effect)]]);
+  return rest === NOT_PLAIN ? NOT_PLAIN : ({ key: v.key, ...rest } as Taint);
+}
+
+function nodeAddress(v: unknown): Out<Node['status']['addresses'][number]> {
+  return isDict(v) && typeof v.type === 'string' && typeof v.address === 'string' ? { type: v.type, address: v.address } : NOT_PLAIN;
+}
+
+/** nodeSchema.parse(raw) when raw is plain (see the file comment), else NOT_PLAIN. */
+export function plainNode(raw: unknown): Out<Node> {
+  if (!isDict(raw)) return NOT_PLAIN;
+  if ((raw.apiVersion !== undefined && raw.apiVersion !== 'v1') || (raw.kind !== undefined && raw.kind !== 'Node')) return NOT_PLAIN;
+  const md = nodeMetadata(raw.metadata);
+  const { spec, status } = raw;
+  if (md === NOT_PLAIN || (spec !== undefined && !isDict(spec)) || (status !== undefined && !isDict(status))) return NOT_PLAIN;
+  const podCIDRs = spec?.podCIDRs === undefined ? [] : stringArray(spec.podCIDRs);
+  const taints = spec?.taints === undefined ? [] : arrayOf(spec.taints, taint);
+  const addresses = status?.addresses === undefined ? [] : arrayOf(status.addresses, nodeAddress);
+  if (podCIDRs === NOT_PLAIN || taints === NOT_PLAIN || addresses === NOT_PLAIN) return NOT_PLAIN;
+  return { apiVersion: 'v1', kind: 'Node', metadata: md, spec: { podCIDRs, taints }, status: { addresses } };
 }

@@ -1,7 +1,7 @@
 // The subset of Kubernetes objects the proxy reads (Service, EndpointSlice discovery.k8s.io/v1,
 // Node): their types, the enums and well-known labels. The zod schemas that validate them are in
-// k8s-schemas.ts, loaded only once a source is under way (zod's import is the largest part of
-// the start-up: see config/rules.ts); plain objects never need them (k8s-fast.ts).
+// k8s-schemas.ts, built (and zod loaded, zod.ts) only for an object that is not plain: plain
+// objects never need them (k8s-fast.ts).
 
 export type { EndpointSlice, Node, Service } from './k8s-schemas.js';
 

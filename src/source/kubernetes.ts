@@ -1,10 +1,11 @@
 // The API server as a source: informers (list+watch) on Services, EndpointSlices
 // (discovery.k8s.io/v1) and this node's Node (fieldSelector metadata.name=<node>).
 // - Objects are decoded from each list page / watch line straight into the compact validated
-//   form (compact.ts, then the zod schemas once); the informers cache only resourceVersions.
-//   The validation's modules (zod) load when the first list answers, before its body is read.
-// - Every object is validated with the zod schemas; an invalid one is reported and skipped, so
-//   the last valid version delivered stays in force (a later valid version replaces it).
+//   form (compact.ts, then validate.ts once); the informers cache only resourceVersions.
+//   The validation's modules load when the first list answers, before its body is read.
+// - Every object is validated (k8s-fast.ts, or the zod schemas for an object that is not plain);
+//   an invalid one is reported and skipped, so the last valid version delivered stays in force
+//   (a later valid version replaces it).
 // - EndpointSlices without the kubernetes.io/service-name label are not delivered (a slice that
 //   loses the label is delivered as deleted). ExternalName Services are delivered like any other
 //   (both sources deliver the same objects); the change tracker ignores them.
@@ -108,7 +109,7 @@ export class KubernetesSource implements ProxySource {
     const backoff = this.#opts.backoff ?? { initialMs: 500, maxMs: 30_000 };
     const listTimeoutMs = this.#opts.listTimeoutMs ?? 60_000;
     const pageSize = this.#opts.pageSize ?? 500;
-    // Imported once the first answer is in: zod's import must not hold the first requests.
+    // Imported once the first answer is in: nothing the first requests do not need is loaded before them.
     // Resuming, nothing is delivered before the tracker's restore (nor a list of a kind without a resourceVersion).
     let validation: Promise<void> | undefined;
     const beforeDecode = (): Promise<void> =>

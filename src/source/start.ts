@@ -70,7 +70,7 @@ async function kubernetesSource(config: Config, nodeName: string, logger: Logger
   const taken = takeResume(stateDir, { build: KUBERNETES_SOURCE_BUILD, nodeName });
   if (taken !== null && 'rejected' in taken) logger.info({ reason: taken.rejected }, 'the resume record left by the stopped daemon is not used; listing');
   const record = taken !== null && 'record' in taken ? taken.record : null;
-  // Only the head is read yet: the watches go out, then the tracker (and zod under it) is loaded and the entries read.
+  // Only the head is read yet: the watches go out, then the tracker is loaded and the entries read.
   const resume = record ? { cursor: record.head, restore: async () => restoreTracker(await tracker(), record), discard: record.close } : undefined;
   const source: KubernetesSource = new KubernetesSource({ ...opts, ...(resume ? { resume } : {}) });
   const leave = (t: ChangeTracker): void => {

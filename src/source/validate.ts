@@ -1,12 +1,12 @@
 // Validation shared by both sources: a raw object of a known kind → the zod-validated object, or
 // one reason naming every failing field (`spec.ports[0].port: expected number, received string`).
 // Names, namespaces, port names, label and annotation keys follow the API server's rules (names.ts).
-// Services and EndpointSlices in their plain form skip zod (model/k8s-fast.ts, same result).
+// Objects in their plain form skip zod (model/k8s-fast.ts, same result; zod is loaded only for the others, zod.ts).
 // The result is compact: zod drops every field the proxy does not read (managedFields, …), and
 // the bulky last-applied annotation is dropped after its size was checked.
 import type { z } from 'zod';
 
-import { NOT_PLAIN, plainEndpointSlice, plainService } from '../model/k8s-fast.js';
+import { NOT_PLAIN, plainEndpointSlice, plainNode, plainService } from '../model/k8s-fast.js';
 import { endpointSliceSchema, nodeSchema, serviceSchema } from '../model/k8s-schemas.js';
 import type { EndpointSlice, Node, Service } from '../model/k8s.js';
 import { checkEndpointSliceNames, checkNodeNames, checkServiceNames, type NameIssue } from './names.js';
@@ -21,7 +21,7 @@ export interface SourceObjects {
   Node: Node;
 }
 
-const SCHEMAS: { [K in SourceKind]: z.ZodType<SourceObjects[K]> } = {
+const SCHEMAS: { [K in SourceKind]: { safeParse(raw: unknown): z.ZodSafeParseResult<SourceObjects[K]> } } = {
   Service: serviceSchema,
   EndpointSlice: endpointSliceSchema,
   Node: nodeSchema,
@@ -51,7 +51,7 @@ export function validate<K extends SourceKind>(
   base: readonly PropertyKey[] = [],
 ): { ok: true; value: SourceObjects[K] } | { ok: false; reason: string } {
   // The common case without zod (k8s-fast.ts: the same result, a fraction of the garbage).
-  const plain = kind === 'Service' ? plainService(raw) : kind === 'EndpointSlice' ? plainEndpointSlice(raw) : NOT_PLAIN;
+  const plain = kind === 'Service' ? plainService(raw) : kind === 'EndpointSlice' ? plainEndpointSlice(raw) : plainNode(raw);
   const result = plain !== NOT_PLAIN ? { success: true as const, data: plain as SourceObjects[K] } : SCHEMAS[kind].safeParse(raw);
   const issues = result.success
     ? NAME_CHECKS[kind](result.data)

@@ -5,10 +5,10 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 
-import { NOT_PLAIN, plainEndpointSlice, plainService } from '../../src/model/k8s-fast.js';
-import { endpointSliceSchema, serviceSchema } from '../../src/model/k8s-schemas.js';
+import { NOT_PLAIN, plainEndpointSlice, plainNode, plainService } from '../../src/model/k8s-fast.js';
+import { endpointSliceSchema, nodeSchema, serviceSchema } from '../../src/model/k8s-schemas.js';
 import { validate } from '../../src/source/validate.js';
-import { makeService, makeSlice } from '../../bench/objects.mjs';
+import { makeNode, makeService, makeSlice } from '../../bench/objects.mjs';
 
 /** Values a broken field may hold (js-yaml gives Infinity, NaN and floats beyond 2^53 too). */
 const junk = fc.oneof(
@@ -100,11 +100,26 @@ const slice = obj(
   },
   ['metadata', 'addressType'],
 );
-return { service, slice };
+
+const node = obj(
+  {
+    apiVersion: mostly(fc.constant('v1')),
+    kind: mostly(fc.constant('Node')),
+    metadata: obj({ name: mostly(fc.constantFrom('node-1', 'n')), namespace: mostly(fc.constantFrom('', 'x')), uid: str, resourceVersion: str, labels: dict, annotations: dict, deletionTimestamp: str, managedFields: fc.anything({ maxDepth: 2 }) }, ['name']),
+    spec: obj({ podCIDR: str, podCIDRs: strings, providerID: str, taints: mostly(fc.array(obj({ key: str, value: str, effect: str, timeAdded: str }, ['key']), { maxLength: 2 })) }),
+    status: obj({
+      addresses: mostly(fc.array(obj({ type: mostly(fc.constantFrom('InternalIP', 'ExternalIP', 'Hostname')), address: str }, ['type', 'address']), { maxLength: 3 })),
+      capacity: dict,
+      conditions: fc.anything({ maxDepth: 2 }),
+    }),
+  },
+  ['metadata'],
+);
+return { service, slice, node };
 }
 
 /** k8s-fast's result equals zod's wherever it gives one; returns whether it did. */
-function same(fast: unknown, schema: typeof serviceSchema | typeof endpointSliceSchema, raw: unknown): boolean {
+function same(fast: unknown, schema: typeof serviceSchema | typeof endpointSliceSchema | typeof nodeSchema, raw: unknown): boolean {
   const z = schema.safeParse(raw);
   if (fast === NOT_PLAIN) return false;
   expect(z.success, JSON.stringify(z.error?.issues)).toBe(true);
@@ -117,30 +132,34 @@ describe('k8s-fast: the plain form decodes as the zod schemas do', () => {
   const good = objects(false);
   const broken = objects(true);
 
-  it('decodes every well-formed Service and EndpointSlice, as zod does', () => {
-    fc.assert(fc.property(good.service, good.slice, (s, e) => {
+  it('decodes every well-formed Service, EndpointSlice and Node, as zod does', () => {
+    fc.assert(fc.property(good.service, good.slice, good.node, (s, e, n) => {
       expect(same(plainService(s), serviceSchema, s)).toBe(true);
       expect(same(plainEndpointSlice(e), endpointSliceSchema, e)).toBe(true);
+      expect(same(plainNode(n), nodeSchema, n)).toBe(true);
     }), { numRuns: 2000 });
   });
 
   it('with broken fields: the same result whenever it decodes one (zod judges the rest)', () => {
     let [decoded, declined] = [0, 0];
-    fc.assert(fc.property(broken.service, broken.slice, (s, e) => {
-      for (const d of [same(plainService(s), serviceSchema, s), same(plainEndpointSlice(e), endpointSliceSchema, e)]) d ? decoded++ : declined++;
+    fc.assert(fc.property(broken.service, broken.slice, broken.node, (s, e, n) => {
+      for (const d of [same(plainService(s), serviceSchema, s), same(plainEndpointSlice(e), endpointSliceSchema, e), same(plainNode(n), nodeSchema, n)]) d ? decoded++ : declined++;
     }), { numRuns: 4000 });
     expect(Math.min(decoded, declined)).toBeGreaterThan(200);
   });
 
   it('the same after a JSON round trip (what the API source parses)', () => {
-    fc.assert(fc.property(broken.service, broken.slice, (s, e) => {
-      const [rs, re] = [JSON.parse(JSON.stringify(s ?? null)), JSON.parse(JSON.stringify(e ?? null))];
+    fc.assert(fc.property(broken.service, broken.slice, broken.node, (s, e, n) => {
+      const [rs, re, rn] = [JSON.parse(JSON.stringify(s ?? null)), JSON.parse(JSON.stringify(e ?? null)), JSON.parse(JSON.stringify(n ?? null))];
       same(plainService(rs), serviceSchema, rs);
       same(plainEndpointSlice(re), endpointSliceSchema, re);
+      same(plainNode(rn), nodeSchema, rn);
     }), { numRuns: 1000 });
   });
 
   it('decodes the benchmark\'s realistic objects (managedFields, targetRefs, status) without zod', () => {
+    const n = JSON.parse(JSON.stringify(makeNode()));
+    expect(same(plainNode(n), nodeSchema, n)).toBe(true);
     for (let i = 0; i < 50; i++) {
       const s = JSON.parse(JSON.stringify(makeService(i)));
       const e = JSON.parse(JSON.stringify(makeSlice(i, 10)));

@@ -1,14 +1,19 @@
 // What the daemon loads before its first API request (issue 9: spawn → first list request): the
 // static import graphs of the entry point, the API source and the text logger, as the compiler
-// emits them (imports used only as types are dropped), must not reach zod, pino or js-yaml. zod
-// loads once the first list answers (kubernetes.ts), pino only for JSON logs (log-json.ts),
-// js-yaml only for a text the block-YAML reader declines (yaml.ts).
-import { readFileSync } from 'node:fs';
+// emits them (imports used only as types are dropped), must not reach zod, pino or js-yaml. No
+// module imports zod at all: zod.ts requires it the first time a schema is used (an object or a
+// kernel value the hand-written checks do not pass); pino loads only for JSON logs
+// (log-json.ts), js-yaml only for a text the block-YAML reader declines (yaml.ts).
+import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
+
+import { makeNode, makeService, makeSlice } from '../../bench/objects.mjs';
+import { validate } from '../../src/source/validate.js';
+import { zodLoaded } from '../../src/zod.js';
 
 const SRC = resolve(dirname(fileURLToPath(import.meta.url)), '../../src');
 
@@ -44,8 +49,20 @@ describe('modules loaded before the first API request', () => {
     expect(packagesReached('source/manifest-parse.ts').has('js-yaml')).toBe(false);
   });
 
-  it('zod comes with the validation (imported when the first list answers), pino with JSON logs', () => {
-    expect(packagesReached('source/validate.ts').has('zod')).toBe(true);
+  it('no module imports zod (zod.ts loads it on first use), pino comes with JSON logs', () => {
+    const sources = (dir: string): string[] =>
+      readdirSync(join(SRC, dir), { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? sources(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : []));
+    const importers = sources('.').filter((f) => staticImports(join(SRC, f)).includes('zod'));
+    expect(importers).toEqual([]);
     expect(packagesReached('log-json.ts').has('pino')).toBe(true);
+  });
+
+  it('validating plain Services, EndpointSlices and Nodes loads no zod; the first object it must judge does', () => {
+    for (const [kind, raw] of [['Service', makeService(1)], ['EndpointSlice', makeSlice(1, 3)], ['Node', makeNode()]] as const) {
+      expect(validate(kind, JSON.parse(JSON.stringify(raw))).ok).toBe(true);
+    }
+    expect(zodLoaded()).toBe(false);
+    expect(validate('Node', { metadata: { name: 'n1' }, status: { addresses: [{ type: 'InternalIP', address: 7 }] } })).toEqual({ ok: false, reason: 'status.addresses[0].address: expected string, received number' });
+    expect(zodLoaded()).toBe(true);
   });
 });

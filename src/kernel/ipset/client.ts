@@ -1,8 +1,7 @@
 // The ipset client: set commands, batched ADD/DEL with one result per entry, list dumps.
-import { z } from 'zod';
-
 import { constantsOf, type NlRequest } from '../../native/binding.js';
-import { NetlinkError, ValidationError } from '../errors.js';
+import { lazy, lazySchema, zod, type Zod } from '../../zod.js';
+import { checkWith as check, NetlinkError, ValidationError } from '../errors.js';
 import { NetlinkConnection, OK, type OpOutcome } from '../netlink.js';
 import {
   FAMILY_NUMBER,
@@ -51,39 +50,75 @@ export const MAX_REVISION: Record<SetType, number> = {
  */
 const MAX_ADT_BYTES = 32 * 1024;
 
-const setName = z
-  .string()
-  .min(1)
-  .refine((s) => Buffer.byteLength(s) < C.IPSET_MAXNAMELEN! && !s.includes('\0'), `at most ${C.IPSET_MAXNAMELEN! - 1} bytes, no NUL`);
-const u32 = z.number().int().min(1).max(0xffffffff);
+/** A name the kernel takes for a set: 1 to IPSET_MAXNAMELEN - 1 bytes, no NUL. */
+function isSetName(s: unknown): s is string {
+  return typeof s === 'string' && s.length > 0 && Buffer.byteLength(s) < C.IPSET_MAXNAMELEN! && !s.includes('\0');
+}
 
+/** The schemas, made with `z` (zod.ts: built on first use). */
+function build(z: Zod) {
+  const name = z
+    .string()
+    .min(1)
+    .refine((s) => Buffer.byteLength(s) < C.IPSET_MAXNAMELEN! && !s.includes('\0'), `at most ${C.IPSET_MAXNAMELEN! - 1} bytes, no NUL`);
+  const u32 = z.number().int().min(1).max(0xffffffff);
+  const spec = z
+    .object({
+      name,
+      type: z.enum(SET_TYPES),
+      family: z.enum(['inet', 'inet6']).optional(),
+      hashSize: z.number().int().min(1).max(0x80000000).optional(),
+      maxElem: u32.optional(),
+      range: z.object({ from: z.number().int().min(0).max(65535), to: z.number().int().min(0).max(65535) }).optional(),
+      timeout: z.number().int().min(0).max(MAX_TIMEOUT).optional(),
+      comment: z.boolean().optional(),
+      counters: z.boolean().optional(),
+    })
+    .strict()
+    .superRefine((s, ctx) => {
+      const bitmap = s.type === 'bitmap:port';
+      if (bitmap !== (s.range !== undefined)) ctx.addIssue({ code: 'custom', path: ['range'], message: bitmap ? 'bitmap:port needs a range' : `${s.type} takes no range` });
+      if (s.range && s.range.from > s.range.to) ctx.addIssue({ code: 'custom', path: ['range'], message: 'from > to' });
+      if (bitmap && (s.hashSize !== undefined || s.maxElem !== undefined))
+        ctx.addIssue({ code: 'custom', path: ['hashSize'], message: 'bitmap:port takes no hashSize or maxElem' });
+    });
+  return { name, spec };
+}
+
+const schemas = lazy(() => build(zod()));
+
+/** Validates a set name. */
+export const setNameSchema = lazySchema(() => schemas().name);
 /** Validates an IpsetSetSpec. */
-export const setSpecSchema = z
-  .object({
-    name: setName,
-    type: z.enum(SET_TYPES),
-    family: z.enum(['inet', 'inet6']).optional(),
-    hashSize: z.number().int().min(1).max(0x80000000).optional(),
-    maxElem: u32.optional(),
-    range: z.object({ from: z.number().int().min(0).max(65535), to: z.number().int().min(0).max(65535) }).optional(),
-    timeout: z.number().int().min(0).max(MAX_TIMEOUT).optional(),
-    comment: z.boolean().optional(),
-    counters: z.boolean().optional(),
-  })
-  .strict()
-  .superRefine((s, ctx) => {
-    const bitmap = s.type === 'bitmap:port';
-    if (bitmap !== (s.range !== undefined)) ctx.addIssue({ code: 'custom', path: ['range'], message: bitmap ? 'bitmap:port needs a range' : `${s.type} takes no range` });
-    if (s.range && s.range.from > s.range.to) ctx.addIssue({ code: 'custom', path: ['range'], message: 'from > to' });
-    if (bitmap && (s.hashSize !== undefined || s.maxElem !== undefined))
-      ctx.addIssue({ code: 'custom', path: ['hashSize'], message: 'bitmap:port takes no hashSize or maxElem' });
-  });
+export const setSpecSchema = lazySchema(() => schemas().spec);
 
-function check<T>(schema: z.ZodType<T>, value: unknown, op: string, what: string): void {
-  const r = schema.safeParse(value);
-  if (r.success) return;
-  const issue = r.error.issues[0]!;
-  throw new ValidationError(op, [what, ...issue.path.map(String)].join('.'), issue.message);
+const SPEC_KEYS: ReadonlySet<string> = new Set(['name', 'type', 'family', 'hashSize', 'maxElem', 'range', 'timeout', 'comment', 'counters']);
+const intIn = (v: unknown, min: number, max: number): v is number => Number.isSafeInteger(v) && (v as number) >= min && (v as number) <= max;
+const optional = (v: unknown, ok: (x: unknown) => boolean): boolean => v === undefined || ok(v);
+
+/**
+ * True when `s` is a valid IpsetSetSpec, checked without zod (the daemon creates its sets at
+ * every start). False does not mean invalid: setSpecSchema then decides and names the field.
+ */
+export function isPlainSetSpec(s: unknown): boolean {
+  if (typeof s !== 'object' || s === null || Object.getPrototypeOf(s) !== Object.prototype) return false;
+  const o = s as Record<string, unknown>;
+  for (const k in o) if (!SPEC_KEYS.has(k)) return false;
+  const { type, range, hashSize, maxElem } = o;
+  if (!isSetName(o.name) || !SET_TYPES.includes(type as SetType) || !optional(o.family, (f) => f === 'inet' || f === 'inet6')) return false;
+  if (!optional(hashSize, (v) => intIn(v, 1, 0x80000000)) || !optional(maxElem, (v) => intIn(v, 1, 0xffffffff)) || !optional(o.timeout, (v) => intIn(v, 0, MAX_TIMEOUT))) return false;
+  if (!optional(o.comment, (v) => typeof v === 'boolean') || !optional(o.counters, (v) => typeof v === 'boolean')) return false;
+  const bitmap = type === 'bitmap:port';
+  if (bitmap !== (range !== undefined) || (bitmap && (hashSize !== undefined || maxElem !== undefined))) return false;
+  if (range === undefined) return true;
+  if (typeof range !== 'object' || range === null || Object.getPrototypeOf(range) !== Object.prototype) return false;
+  const { from, to } = range as Record<string, unknown>;
+  return intIn(from, 0, 65535) && intIn(to, 0, 65535) && from <= to;
+}
+
+/** Throws a ValidationError naming `what` unless `name` is a set name. */
+function checkName(name: unknown, op: string, what: string): void {
+  if (!isSetName(name)) check(setNameSchema, name, op, what);
 }
 
 /** The same error, about one entry of a set. */
@@ -165,7 +200,7 @@ export class NetlinkIpsetClient implements IpsetClient {
   }
 
   async create(set: IpsetSetSpec, options: IpsetAdtOptions = {}): Promise<void> {
-    check(setSpecSchema, set, 'ipset.create', 'set');
+    if (!isPlainSetSpec(set)) check(setSpecSchema, set, 'ipset.create', 'set');
     const bitmap = set.type === 'bitmap:port';
     const family = bitmap ? 0 : FAMILY_NUMBER[set.family ?? 'inet'];
     const data: Record<string, number> = {};
@@ -182,29 +217,29 @@ export class NetlinkIpsetClient implements IpsetClient {
   }
 
   async destroy(name: string, options: IpsetAdtOptions = {}): Promise<void> {
-    check(setName, name, 'ipset.destroy', 'name');
+    checkName(name, 'ipset.destroy', 'name');
     await this.call(C.IPSET_CMD_DESTROY!, { name }, 'ipset.destroy', name, options.exist ? 0 : N.NLM_F_EXCL!);
   }
 
   async flush(name: string): Promise<void> {
-    check(setName, name, 'ipset.flush', 'name');
+    checkName(name, 'ipset.flush', 'name');
     await this.call(C.IPSET_CMD_FLUSH!, { name }, 'ipset.flush', name);
   }
 
   async rename(from: string, to: string): Promise<void> {
-    check(setName, from, 'ipset.rename', 'from');
-    check(setName, to, 'ipset.rename', 'to');
+    checkName(from, 'ipset.rename', 'from');
+    checkName(to, 'ipset.rename', 'to');
     await this.call(C.IPSET_CMD_RENAME!, { name: from, typeName: to }, 'ipset.rename', `${from} -> ${to}`);
   }
 
   async swap(a: string, b: string): Promise<void> {
-    check(setName, a, 'ipset.swap', 'a');
-    check(setName, b, 'ipset.swap', 'b');
+    checkName(a, 'ipset.swap', 'a');
+    checkName(b, 'ipset.swap', 'b');
     await this.call(C.IPSET_CMD_SWAP!, { name: a, typeName: b }, 'ipset.swap', `${a} <-> ${b}`);
   }
 
   async list(name?: string): Promise<IpsetSetInfo[]> {
-    if (name !== undefined) check(setName, name, 'ipset.list', 'name');
+    if (name !== undefined) checkName(name, 'ipset.list', 'name');
     return listedSets(await this.conn.dumpTable('ipset', this.request(C.IPSET_CMD_LIST!, name === undefined ? {} : { name }), 'ipset.list', name));
   }
 
@@ -215,14 +250,14 @@ export class NetlinkIpsetClient implements IpsetClient {
   }
 
   async header(name: string): Promise<IpsetHeader> {
-    check(setName, name, 'ipset.header', 'name');
+    checkName(name, 'ipset.header', 'name');
     const [reply] = await this.call(C.IPSET_CMD_HEADER!, { name }, 'ipset.header', name);
     return headerOf((reply?.attrs ?? {}) as IpsetAttrs);
   }
 
   /** The set's type (supported ones only) and family, for parsing its entries. */
   private async entryType(op: string, name: string): Promise<{ type: SetType; family: 'inet' | 'inet6' }> {
-    check(setName, name, op, 'name');
+    checkName(name, op, 'name');
     const h = await this.header(name);
     if (!(SET_TYPES as readonly string[]).includes(h.type)) throw new ValidationError(op, name, `set type ${h.type} is not supported`);
     return { type: h.type as SetType, family: h.family ?? 'inet' };

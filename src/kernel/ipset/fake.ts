@@ -3,8 +3,8 @@
 import { constants as os } from 'node:os';
 
 import { constantsOf } from '../../native/binding.js';
-import { NetlinkError, ValidationError } from '../errors.js';
-import { setSpecSchema } from './client.js';
+import { checkWith, NetlinkError, ValidationError } from '../errors.js';
+import { setNameSchema, setSpecSchema } from './client.js';
 import { EntrySyntaxError, formatEntry, parseEntry, type Addr, type Entry } from './entry.js';
 import {
   SET_TYPES,
@@ -52,8 +52,7 @@ function kernelError(op: string, code: string, object?: string): NetlinkError {
 }
 
 function checkName(name: string, op: string, field: string): void {
-  const r = setSpecSchema.shape.name.safeParse(name);
-  if (!r.success) throw new ValidationError(op, field, r.error.issues[0]!.message);
+  checkWith(setNameSchema, name, op, field);
 }
 
 /** Clears the host bits of a network, as the kernel stores hash:net elements (ip_set_mask_from_to / ip6_netmask). */
@@ -136,11 +135,7 @@ export class FakeIpsetClient implements IpsetClient {
 
   async create(spec: IpsetSetSpec, options: IpsetAdtOptions = {}): Promise<void> {
     this.enter('create');
-    const r = setSpecSchema.safeParse(spec);
-    if (!r.success) {
-      const issue = r.error.issues[0]!;
-      throw new ValidationError('ipset.create', ['set', ...issue.path.map(String)].join('.'), issue.message);
-    }
+    checkWith(setSpecSchema, spec, 'ipset.create', 'set');
     const family = spec.type === 'bitmap:port' ? null : (spec.family ?? 'inet');
     const clash = this.sets.get(spec.name);
     if (clash) {

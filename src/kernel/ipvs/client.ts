@@ -1,8 +1,6 @@
 // The IPVS client: batched ops and dumps over generic netlink.
-import type { z } from 'zod';
-
 import { constantsOf, type NlRequest } from '../../native/binding.js';
-import { NetlinkError, ValidationError } from '../errors.js';
+import { checkWith as check, NetlinkError, ValidationError } from '../errors.js';
 import { ERRORS_ONLY, NetlinkConnection, OK, resolveGenlFamily, type GenlFamily } from '../netlink.js';
 import { dumpRows } from '../table.js';
 import { destinationReader, serviceReader, serviceKeyAttrs } from './codec.js';
@@ -102,13 +100,6 @@ const OP_CMD: Record<IpvsOp['kind'], number> = {
 
 /** `ipvs.<kind>`, the op's name in errors and validation messages (not a string built per op). */
 const OP_NAME = Object.fromEntries(Object.keys(OP_CMD).map((k) => [k, `ipvs.${k}`])) as Record<IpvsOp['kind'], string>;
-
-function check<T>(schema: z.ZodType<T>, value: unknown, op: string, what: string): void {
-  const r = schema.safeParse(value);
-  if (r.success) return;
-  const issue = r.error.issues[0]!;
-  throw new ValidationError(op, [what, ...issue.path.map(String)].join('.'), issue.message);
-}
 
 /** serviceKeySchema's check; zod only for a key isPlainServiceKey does not pass. */
 function checkServiceKey(service: unknown, op: string): void {

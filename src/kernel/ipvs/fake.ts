@@ -3,10 +3,8 @@
 // settable connection counts, for unit tests of plan/apply/graceful termination.
 import { constants as os } from 'node:os';
 
-import type { z } from 'zod';
-
 import { canonicalIp, familyOf } from '../../model/ip.js';
-import { NetlinkError, ValidationError } from '../errors.js';
+import { checkWith as check, NetlinkError, ValidationError } from '../errors.js';
 import { opObject, type IpvsClient, type IpvsOp, type IpvsResult, type ServiceWithDestinations } from './client.js';
 import { bitsToFlags, canonicalKey, flagsToBits } from './codec.js';
 import {
@@ -50,14 +48,8 @@ function kernelError(op: IpvsOp, code: string, message?: string): NetlinkError {
   return new NetlinkError({ op: `ipvs.${op.kind}`, code, errno, object: opObject(op), ...(message ? { message } : {}) });
 }
 
-/** Validates like NetlinkIpvsClient (same schemas, same `op: field: reason` message). */
-function check<T>(schema: z.ZodType<T>, value: unknown, op: string, what: string): void {
-  const r = schema.safeParse(value);
-  if (r.success) return;
-  const issue = r.error.issues[0]!;
-  throw new ValidationError(op, [what, ...issue.path.map(String)].join('.'), issue.message);
-}
 
+/** Validates like NetlinkIpvsClient (same schemas, same `op: field: reason` message). */
 function validate(op: IpvsOp): void {
   const name = `ipvs.${op.kind}`;
   if (op.kind === 'addService' || op.kind === 'updateService') return check(virtualServiceSchema, op.service, name, 'service');

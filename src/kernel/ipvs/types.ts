@@ -1,8 +1,9 @@
 // IPVS objects as the rest of the program sees them, and their input validation.
-import { z } from 'zod';
+import type { z } from 'zod';
 
 import { familyOf, type Family } from '../../model/ip.js';
 import { SERVICE_FLAGS, type ServiceFlag } from '../../model/service.js';
+import { lazy, lazySchema, zod, type Zod } from '../../zod.js';
 
 /** Transport protocols IPVS balances. */
 export const PROTOCOLS = ['tcp', 'udp', 'sctp'] as const;
@@ -100,19 +101,45 @@ export interface IpvsInfo {
 
 /** What the kernel takes as a scheduler's name (IP_VS_SCHEDNAME_MAXLEN 16 with its NUL). */
 const SCHEDULER_NAME = /^[a-z0-9_-]{1,15}$/;
-const u32 = z.number().int().min(0).max(0xffffffff);
-const port = z.number().int().min(0).max(65535);
-const ipAddress = z.string().refine((a) => familyOf(a) !== null, { message: 'not an IP address' });
+/** The schemas, made with `z` (zod.ts: built on first use). */
+function build(z: Zod) {
+  const u32 = z.number().int().min(0).max(0xffffffff);
+  const port = z.number().int().min(0).max(65535);
+  const ipAddress = z.string().refine((a) => familyOf(a) !== null, { message: 'not an IP address' });
+  const serviceKeyFields = {
+    family: z.enum(['ipv4', 'ipv6']),
+    protocol: z.enum(PROTOCOLS).nullable(),
+    address: ipAddress.nullable(),
+    port: port.nullable(),
+    fwmark: z.number().int().min(1).max(0xffffffff).nullable(),
+  };
+  const serviceKey = z.object(serviceKeyFields).superRefine(checkKey);
+  const virtualService = z
+    .object({
+      ...serviceKeyFields,
+      scheduler: z.string().regex(SCHEDULER_NAME, 'invalid scheduler name (1-15 chars of [a-z0-9_-])'),
+      flags: z.array(z.enum(SERVICE_FLAGS)),
+      timeout: u32,
+      netmask: z.number().int().min(0).max(128),
+      pe: z.string().max(15).nullable().optional(),
+    })
+    .superRefine((s, ctx) => {
+      checkKey(s, ctx);
+      if (s.family === 'ipv4' && s.netmask > 32) ctx.addIssue({ code: 'custom', message: 'IPv4 netmask prefix > 32', path: ['netmask'] });
+    });
+  const destination = z.object({
+    address: ipAddress,
+    port,
+    forward: z.enum(FORWARD_METHODS),
+    weight: z.number().int().min(0).max(0x7fffffff),
+    upperThreshold: u32,
+    lowerThreshold: u32,
+  });
+  const destinationKey = z.object({ address: ipAddress, port });
+  return { serviceKey, virtualService, destination, destinationKey };
+}
 
-const serviceKeyFields = {
-  family: z.enum(['ipv4', 'ipv6']),
-  protocol: z.enum(PROTOCOLS).nullable(),
-  address: ipAddress.nullable(),
-  port: port.nullable(),
-  fwmark: z.number().int().min(1).max(0xffffffff).nullable(),
-};
-
-/** Exactly one of (protocol, address, port) or fwmark, and an address of the key's family. */
+/** Exactly one of (protocol, address and port) or fwmark, and an address of the key's family. */
 function checkKey(k: ServiceKey, ctx: z.RefinementCtx): void {
   const byAddr = k.protocol !== null && k.address !== null && k.port !== null;
   const none = k.protocol === null && k.address === null && k.port === null;
@@ -122,36 +149,16 @@ function checkKey(k: ServiceKey, ctx: z.RefinementCtx): void {
     ctx.addIssue({ code: 'custom', message: `address is not ${k.family}`, path: ['address'] });
 }
 
+const schemas = lazy(() => build(zod()));
+
 /** Validates a ServiceKey. */
-export const serviceKeySchema = z.object(serviceKeyFields).superRefine(checkKey);
-
+export const serviceKeySchema = lazySchema(() => schemas().serviceKey);
 /** Validates a VirtualService. */
-export const virtualServiceSchema = z
-  .object({
-    ...serviceKeyFields,
-    scheduler: z.string().regex(SCHEDULER_NAME, 'invalid scheduler name (1-15 chars of [a-z0-9_-])'),
-    flags: z.array(z.enum(SERVICE_FLAGS)),
-    timeout: u32,
-    netmask: z.number().int().min(0).max(128),
-    pe: z.string().max(15).nullable().optional(),
-  })
-  .superRefine((s, ctx) => {
-    checkKey(s, ctx);
-    if (s.family === 'ipv4' && s.netmask > 32) ctx.addIssue({ code: 'custom', message: 'IPv4 netmask prefix > 32', path: ['netmask'] });
-  });
-
+export const virtualServiceSchema = lazySchema(() => schemas().virtualService);
 /** Validates a Destination. */
-export const destinationSchema = z.object({
-  address: ipAddress,
-  port,
-  forward: z.enum(FORWARD_METHODS),
-  weight: z.number().int().min(0).max(0x7fffffff),
-  upperThreshold: u32,
-  lowerThreshold: u32,
-});
-
+export const destinationSchema = lazySchema(() => schemas().destination);
 /** Validates a DestinationKey. */
-export const destinationKeySchema = z.object({ address: ipAddress, port });
+export const destinationKeySchema = lazySchema(() => schemas().destinationKey);
 
 const inRange = (v: unknown, max: number): boolean => Number.isSafeInteger(v) && (v as number) >= 0 && (v as number) <= max;
 

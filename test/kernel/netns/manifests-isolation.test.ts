@@ -1,6 +1,7 @@
 // End to end on the host kernel in a fresh network namespace: the built daemon (iptables mode) on a
 // manifests directory holding, beside good files, an alias bomb, a symlink loop, a directory under
-// a manifest name and a Service whose name carries an iptables rule. Start-up succeeds, the good
+// a manifest name, a Service whose name carries an iptables rule and one whose port is a string
+// (judged by the zod schemas, which the built daemon loads only then). Start-up succeeds, the good
 // Services are programmed (iptables-save), the bad ones are not, each bad file is logged once by
 // name, and a later edit of a good file is applied while the bad files stay.
 import { assertIsolated } from '../lib/guard.js';
@@ -53,6 +54,7 @@ beforeAll(async () => {
   manifests.write('c-evil.yaml', service('evil\n-A INPUT -j DROP', '10.96.7.66'));
   symlinkSync('d-loop.yaml', join(manifests.dir, 'd-loop.yaml'));
   mkdirSync(join(manifests.dir, 'e-dir.yaml'));
+  manifests.write('f-port.yaml', service('port', '10.96.7.67').replace('port: 80}', 'port: eighty}'));
   manifests.write('z-good.yaml', service('other', '10.96.7.2'));
   d = new Daemon(['--manifests', manifests.dir, ...ARGS]);
   d.start();
@@ -77,8 +79,10 @@ describe('one bad manifest file fails alone', () => {
     expect(sh('iptables-nft-save', '-t', 'filter')).not.toMatch(/^-A INPUT -j DROP/m);
     const f = (n: string): string => join(manifests.dir, n);
     const byObject = rejected().map((e) => e.object.split('#')[0]!.split(' ')[0]).sort();
-    expect(byObject).toEqual([f('b-bomb.yaml'), f('c-evil.yaml'), f('c-evil.yaml'), f('d-loop.yaml'), f('e-dir.yaml')]);
+    expect(byObject).toEqual([f('b-bomb.yaml'), f('c-evil.yaml'), f('c-evil.yaml'), f('d-loop.yaml'), f('e-dir.yaml'), f('f-port.yaml')]);
     expect(rejected().find((e) => e.object.startsWith(f('c-evil.yaml')) && e.reason.startsWith('metadata.name'))?.reason).toMatch(/^metadata\.name: invalid value "evil\\n-A INPUT -j DROP": a DNS-1035 label/);
+    expect(rejected().find((e) => e.object.startsWith(f('f-port.yaml')))?.reason).toBe('spec.ports[0].port: expected number, received string');
+    expect(rules).not.toContain('10.96.7.67');
   });
 
   it('applies a later edit of a good file; the bad files are not reported again', async () => {
