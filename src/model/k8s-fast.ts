@@ -74,13 +74,17 @@ function optionals(fields: ReadonlyArray<readonly [string, unknown]>): Out<Dict>
   return out;
 }
 
-/** metadataSchema */
-function metadata(v: unknown): Out<Service['metadata']> {
+/**
+ * metadataSchema; `node`: nodeSchema's extension of it (namespace defaults to '' and may be
+ * empty, deletionTimestamp is kept).
+ */
+function metadata(v: unknown, node = false): Out<Node['metadata']> {
   if (!isDict(v)) return NOT_PLAIN;
   const { name, uid, resourceVersion } = v;
-  const namespace = v.namespace === undefined ? 'default' : v.namespace;
-  if (typeof name !== 'string' || name === '' || typeof namespace !== 'string' || namespace === '') return NOT_PLAIN;
-  if (optString(uid) === NOT_PLAIN || optString(resourceVersion) === NOT_PLAIN) return NOT_PLAIN;
+  const deletionTimestamp = node ? v.deletionTimestamp : undefined;
+  const namespace = v.namespace === undefined ? (node ? '' : 'default') : v.namespace;
+  if (typeof name !== 'string' || name === '' || typeof namespace !== 'string' || (namespace === '' && !node)) return NOT_PLAIN;
+  if (optString(uid) === NOT_PLAIN || optString(resourceVersion) === NOT_PLAIN || optString(deletionTimestamp) === NOT_PLAIN) return NOT_PLAIN;
   const labels = stringRecord(v.labels);
   const annotations = stringRecord(v.annotations);
   if (labels === NOT_PLAIN || annotations === NOT_PLAIN) return NOT_PLAIN;
@@ -89,7 +93,8 @@ function metadata(v: unknown): Out<Service['metadata']> {
   put(out, 'resourceVersion', resourceVersion);
   out.labels = labels;
   out.annotations = annotations;
-  return out as Service['metadata'];
+  put(out, 'deletionTimestamp', deletionTimestamp);
+  return out as Node['metadata'];
 }
 
 /** servicePortSchema */
@@ -272,25 +277,6 @@ export function plainEndpointSlice(raw: unknown): Out<EndpointSlice> {
   return { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', metadata: md, addressType, endpoints, ports };
 }
 
-/** nodeSchema's metadata: metadataSchema with namespace default '' (may be empty) and deletionTimestamp. */
-function nodeMetadata(v: unknown): Out<Node['metadata']> {
-  if (!isDict(v)) return NOT_PLAIN;
-  const { name, uid, resourceVersion, deletionTimestamp } = v;
-  const namespace = v.namespace === undefined ? '' : v.namespace;
-  if (typeof name !== 'string' || name === '' || typeof namespace !== 'string') return NOT_PLAIN;
-  if (optString(uid) === NOT_PLAIN || optString(resourceVersion) === NOT_PLAIN || optString(deletionTimestamp) === NOT_PLAIN) return NOT_PLAIN;
-  const labels = stringRecord(v.labels);
-  const annotations = stringRecord(v.annotations);
-  if (labels === NOT_PLAIN || annotations === NOT_PLAIN) return NOT_PLAIN;
-  const out: Dict = { name, namespace };
-  put(out, 'uid', uid);
-  put(out, 'resourceVersion', resourceVersion);
-  out.labels = labels;
-  out.annotations = annotations;
-  put(out, 'deletionTimestamp', deletionTimestamp);
-  return out as Node['metadata'];
-}
-
 type Taint = Node['spec']['taints'][number];
 
 function taint(v: unknown): Out<Taint> {
@@ -307,7 +293,7 @@ function nodeAddress(v: unknown): Out<Node['status']['addresses'][number]> {
 export function plainNode(raw: unknown): Out<Node> {
   if (!isDict(raw)) return NOT_PLAIN;
   if ((raw.apiVersion !== undefined && raw.apiVersion !== 'v1') || (raw.kind !== undefined && raw.kind !== 'Node')) return NOT_PLAIN;
-  const md = nodeMetadata(raw.metadata);
+  const md = metadata(raw.metadata, true);
   const { spec, status } = raw;
   if (md === NOT_PLAIN || (spec !== undefined && !isDict(spec)) || (status !== undefined && !isDict(status))) return NOT_PLAIN;
   const podCIDRs = spec?.podCIDRs === undefined ? [] : stringArray(spec.podCIDRs);
