@@ -37,7 +37,7 @@ function build(z: Zod) {
   const service = z.object({
     apiVersion: z.literal('v1').default('v1'),
     kind: z.literal('Service').default('Service'),
-    metadata: metadata,
+    metadata,
     spec: z.object({
       type: z.enum(SERVICE_TYPES).default('ClusterIP'),
       clusterIP: z.string().optional(),
@@ -67,7 +67,7 @@ function build(z: Zod) {
   const endpointSlice = z.object({
     apiVersion: z.literal('discovery.k8s.io/v1').default('discovery.k8s.io/v1'),
     kind: z.literal('EndpointSlice').default('EndpointSlice'),
-    metadata: metadata,
+    metadata,
     addressType: z.enum(ADDRESS_TYPES),
     endpoints: z
       .array(

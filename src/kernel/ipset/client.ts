@@ -50,9 +50,12 @@ export const MAX_REVISION: Record<SetType, number> = {
  */
 const MAX_ADT_BYTES = 32 * 1024;
 
+/** At most IPSET_MAXNAMELEN - 1 bytes, no NUL (the schema checks the length of 1 first). */
+const fitsSetName = (s: string): boolean => Buffer.byteLength(s) < C.IPSET_MAXNAMELEN! && !s.includes('\0');
+
 /** A name the kernel takes for a set: 1 to IPSET_MAXNAMELEN - 1 bytes, no NUL. */
 function isSetName(s: unknown): s is string {
-  return typeof s === 'string' && s.length > 0 && Buffer.byteLength(s) < C.IPSET_MAXNAMELEN! && !s.includes('\0');
+  return typeof s === 'string' && s.length > 0 && fitsSetName(s);
 }
 
 /** The schemas, made with `z` (zod.ts: built on first use). */
@@ -60,7 +63,7 @@ function build(z: Zod) {
   const name = z
     .string()
     .min(1)
-    .refine((s) => Buffer.byteLength(s) < C.IPSET_MAXNAMELEN! && !s.includes('\0'), `at most ${C.IPSET_MAXNAMELEN! - 1} bytes, no NUL`);
+    .refine(fitsSetName, `at most ${C.IPSET_MAXNAMELEN! - 1} bytes, no NUL`);
   const u32 = z.number().int().min(1).max(0xffffffff);
   const spec = z
     .object({

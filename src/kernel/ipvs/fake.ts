@@ -48,7 +48,6 @@ function kernelError(op: IpvsOp, code: string, message?: string): NetlinkError {
   return new NetlinkError({ op: `ipvs.${op.kind}`, code, errno, object: opObject(op), ...(message ? { message } : {}) });
 }
 
-
 /** Validates like NetlinkIpvsClient (same schemas, same `op: field: reason` message). */
 function validate(op: IpvsOp): void {
   const name = `ipvs.${op.kind}`;
