@@ -45,6 +45,7 @@ beforeEach(() => {
     health,
     metrics,
     sysctl: () => [],
+    drainReadDelayMs: 5,
   });
   handler = proxier.handler(() => {});
 });
@@ -63,7 +64,7 @@ describe('IpvsProxier', () => {
     expect(await metrics.expose()).toMatch(/kube_ipvs_proxy_virtual_servers 1\n/);
   });
 
-  it('one endpoint change costs its own ops: writes first, then one read of the service left draining, no iptables restore', async () => {
+  it('one endpoint change costs its own ops: writes first, reads nothing, no iptables restore; the drain is counted after it', async () => {
     for (let i = 0; i < 50; i++) {
       handler.onService(`ns/s${i}`, svc(`s${i}`, `10.96.1.${i}`));
       handler.onEndpointSlice(`ns/s${i}-1`, slice(`s${i}`, ['10.244.1.2', '10.244.2.2', '10.244.3.2']));
@@ -74,19 +75,46 @@ describe('IpvsProxier', () => {
     const r = await proxier.sync();
     expect(r.full).toBe(false);
     expect(ipvs.ops).toMatchObject({ addDestination: 1, updateDestination: 1, deleteDestination: 0, addService: 0 });
-    // Nothing is read before the change is written: the drain's connection count is read after it, for the next sync.
-    expect(ipvs.callLog).toEqual(['apply', 'listDestinations']);
+    // Nothing is read before the change is written, nor by its sync after it.
+    expect(ipvs.callLog).toEqual(['apply']);
     expect(iptables.restores).toBe(1);
     expect(ipvs.weights()['tcp/10.96.1.7:80']).toEqual({ '10.244.1.2:8080': 1, '10.244.2.2:8080': 1, '10.244.3.2:8080': 0, '10.244.4.2:8080': 1 });
+    // The server left draining is counted a little later, for the next sync.
+    await proxier.drainingCounted();
+    expect(ipvs.callLog).toEqual(['apply', 'listDestinations']);
 
     // The next change's sync deletes the drained real server (counted with no connections) in its
     // first and only write, before reading anything.
     ipvs.resetCounters();
     handler.onEndpointSlice('ns/s8-1', slice('s8', ['10.244.1.2', '10.244.2.2', '10.244.4.2']));
     await proxier.sync();
-    expect(ipvs.callLog).toEqual(['apply', 'listDestinations']);
+    expect(ipvs.callLog).toEqual(['apply']);
     expect(ipvs.log.map((op) => op.kind)).toEqual(expect.arrayContaining(['deleteDestination', 'addDestination', 'updateDestination']));
     expect(ipvs.weights()['tcp/10.96.1.7:80']).toEqual({ '10.244.1.2:8080': 1, '10.244.2.2:8080': 1, '10.244.4.2:8080': 1 });
+  });
+
+  it('a burst of syncs that leave servers draining shares one count of them', async () => {
+    for (let i = 0; i < 3; i++) {
+      handler.onService(`ns/s${i}`, svc(`s${i}`, `10.96.1.${i}`));
+      handler.onEndpointSlice(`ns/s${i}-1`, slice(`s${i}`, ['10.244.1.2', '10.244.2.2']));
+    }
+    await proxier.sync({ full: true });
+    ipvs.resetCounters();
+    for (let i = 0; i < 3; i++) {
+      handler.onEndpointSlice(`ns/s${i}-1`, slice(`s${i}`, ['10.244.1.2', '10.244.5.2']));
+      await proxier.sync();
+    }
+    // Counted after each sync, the first service would have been read three times.
+    expect(ipvs.callLog).toEqual(['apply', 'apply', 'apply']);
+    await proxier.drainingCounted();
+    expect(ipvs.callLog).toEqual(['apply', 'apply', 'apply', 'listDestinations', 'listDestinations', 'listDestinations']);
+    // Nothing drains any more once those are deleted: no count is due after that sync.
+    handler.onService('ns/s9', svc('s9', '10.96.1.9'));
+    await proxier.sync();
+    expect(Object.values(ipvs.weights()).flatMap((w) => Object.values(w))).not.toContain(0);
+    ipvs.resetCounters();
+    await proxier.drainingCounted();
+    expect(ipvs.callLog).toEqual([]);
   });
 
   it('an unknown scheduler on one Service is reported; the others are served', async () => {

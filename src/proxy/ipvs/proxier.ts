@@ -85,6 +85,8 @@ export interface ProxierOptions {
   stateDir?: string;
   /** Milliseconds until the runner may start the next sync (the verification keeps its reads out of the syncs' way). */
   nextSyncIn?: () => number;
+  /** How long after a sync that leaves real servers draining their connections are counted (default DRAIN_READ_DELAY_MS). */
+  drainReadDelayMs?: number;
   now?: () => number;
 }
 
@@ -97,11 +99,19 @@ export interface SyncReport {
   errors: number;
   /** Ops that found the kernel had lost what observed held (ApplyResult.drift): compared again by the next sync. */
   drift?: number;
-  /** Milliseconds spent per phase (prepare, read, plan, apply, drain, iptables, health). */
+  /** Milliseconds spent per phase (prepare, read, plan, apply, iptables, health). */
   phases: Record<string, number>;
   /** This sync first adopted the kernel through a whole verification (the daemon's first sync). */
   adopted?: boolean;
 }
+
+/**
+ * How long after a sync the connections of the real servers left draining are counted (for the
+ * next plan, which deletes the drained ones). A sync ends with its writes: counting a server it
+ * has just set to weight 0 tells nothing yet, and on a busy CPU that read would stand between
+ * the change and whatever runs next. Syncs in a burst share one count.
+ */
+export const DRAIN_READ_DELAY_MS = 200;
 
 /** The IPVS proxier; the daemon feeds it through handler() and calls sync() from the runner. */
 export class IpvsProxier {
@@ -120,6 +130,8 @@ export class IpvsProxier {
   private lastVerify: VerifyReport | null = null;
   /** close() was called: a verification still reading fails on the closed sockets, as expected. */
   private closed = false;
+  /** The draining servers' count that is due (countDrainingSoon), until it starts. */
+  private drainCount: Promise<void> | null = null;
   /** The whole kernel was read once (adopted, or a full sync): observed is worth a handoff record at close(). */
   private whole = false;
   private requestSync: () => void = () => {};
@@ -316,8 +328,8 @@ export class IpvsProxier {
     this.retryScope = emptyDelta();
     phase('read');
     if (scope !== 'full') this.verifier.touch(scope, this.graceful.draining.keys());
-    // The plan uses the drain counts the previous sync read after its writes (below): reading
-    // them first would hold every change back by a dump of each draining service.
+    // The plan uses the drain counts last read (countDrainingSoon): reading them first would hold
+    // every change back by a dump of each draining service.
     const p = this.planFor(scope);
     phase('plan');
     if (config.dryRun) {
@@ -327,8 +339,7 @@ export class IpvsProxier {
     const result = await this.applyFor(p, scope);
     await this.conntrack.clean(this.tracker.state(), changed);
     phase('apply');
-    await refreshDraining(clients.ipvs, this.observed!, this.graceful); // no I/O when nothing drains
-    phase('drain');
+    this.countDrainingSoon();
     await this.iptables.sync(await this.rules(), full);
     phase('iptables');
     const healthErrors = (await this.o.serviceHealth?.sync(this.index.healthChecks())) ?? [];
@@ -342,6 +353,33 @@ export class IpvsProxier {
     if (result.retry) this.requestSync(); // drift, or a service found already there: compared again by the next sync, not a failure
     this.o.health?.updated();
     return report;
+  }
+
+  /**
+   * Counts the draining servers' connections DRAIN_READ_DELAY_MS from now, in the sync queue
+   * (refreshDraining: one dump per virtual server that drains), unless a count is already due.
+   */
+  private countDrainingSoon(): void {
+    if (this.drainCount || this.graceful.draining.size === 0 || this.closed) return;
+    this.drainCount = new Promise<void>((resolve) => {
+      // Unref'd: after close() it fires into countDraining, which then does nothing.
+      setTimeout(() => resolve(this.queue.run(() => this.countDraining())), this.o.drainReadDelayMs ?? DRAIN_READ_DELAY_MS).unref();
+    });
+  }
+
+  private async countDraining(): Promise<void> {
+    this.drainCount = null;
+    if (this.closed || !this.observed) return;
+    try {
+      await refreshDraining(this.o.clients.ipvs, this.observed, this.graceful);
+    } catch (e) {
+      this.o.logger.warn({ err: e instanceof Error ? e.message : String(e) }, "counting the draining real servers' connections failed; the next sync's count tries again");
+    }
+  }
+
+  /** Resolves once the draining servers' count that is due (if any) has been read. */
+  async drainingCounted(): Promise<void> {
+    await this.drainCount;
   }
 
   /** The plan of `scope` against the observed state, with the drain counts last read. */
