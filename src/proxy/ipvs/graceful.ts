@@ -49,13 +49,6 @@ export class GracefulState {
     for (const m of this.draining.values()) n += m.size;
     return n;
   }
-
-  /** The earliest time a draining destination times out (for scheduling the next check), or null. */
-  nextDeadline(timeoutMs: number): number | null {
-    let min: number | null = null;
-    for (const m of this.draining.values()) for (const e of m.values()) if (min === null || e.since + timeoutMs < min) min = e.since + timeoutMs;
-    return min;
-  }
 }
 
 /** What a refresh read. */
