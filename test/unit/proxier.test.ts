@@ -1,6 +1,6 @@
 // The IPVS proxier wired to in-memory kernels (no kernel, no host state): what a sync costs,
 // how one bad Service is isolated, and what reaches health and metrics.
-import { beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 
 import { parseArgs } from '../../src/config.js';
 import { FakeIpsetClient } from '../../src/kernel/ipset/fake.js';
@@ -8,7 +8,7 @@ import { FakeIpvsClient } from '../../src/kernel/ipvs/fake.js';
 import { FakeLinkClient } from '../../src/kernel/link.js';
 import { createLogger } from '../../src/log-json.js';
 import { nodeSchema } from '../../src/model/k8s-schemas.js';
-import { IpvsProxier } from '../../src/proxy/ipvs/proxier.js';
+import { DRAIN_READ_DELAY_MS, IpvsProxier } from '../../src/proxy/ipvs/proxier.js';
 import { ProxyHealth } from '../../src/server/health.js';
 import { ProxyMetrics } from '../../src/server/metrics.js';
 import type { SourceHandler } from '../../src/source/types.js';
@@ -45,10 +45,17 @@ beforeEach(() => {
     health,
     metrics,
     sysctl: () => [],
-    drainReadDelayMs: 5,
   });
   handler = proxier.handler(() => {});
 });
+
+afterEach(() => vi.useRealTimers());
+
+/** The draining servers' count comes DRAIN_READ_DELAY_MS after a sync (fake setTimeout in the tests that look at it). */
+async function drainCountDue(): Promise<void> {
+  await vi.advanceTimersByTimeAsync(DRAIN_READ_DELAY_MS);
+  await proxier.drainingCounted();
+}
 
 describe('IpvsProxier', () => {
   it('a full sync programs virtual servers, ipsets, dummy addresses and iptables', async () => {
@@ -65,6 +72,7 @@ describe('IpvsProxier', () => {
   });
 
   it('one endpoint change costs its own ops: writes first, reads nothing, no iptables restore; the drain is counted after it', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
     for (let i = 0; i < 50; i++) {
       handler.onService(`ns/s${i}`, svc(`s${i}`, `10.96.1.${i}`));
       handler.onEndpointSlice(`ns/s${i}-1`, slice(`s${i}`, ['10.244.1.2', '10.244.2.2', '10.244.3.2']));
@@ -80,7 +88,9 @@ describe('IpvsProxier', () => {
     expect(iptables.restores).toBe(1);
     expect(ipvs.weights()['tcp/10.96.1.7:80']).toEqual({ '10.244.1.2:8080': 1, '10.244.2.2:8080': 1, '10.244.3.2:8080': 0, '10.244.4.2:8080': 1 });
     // The server left draining is counted a little later, for the next sync.
-    await proxier.drainingCounted();
+    await vi.advanceTimersByTimeAsync(DRAIN_READ_DELAY_MS - 1);
+    expect(ipvs.callLog).toEqual(['apply']);
+    await drainCountDue();
     expect(ipvs.callLog).toEqual(['apply', 'listDestinations']);
 
     // The next change's sync deletes the drained real server (counted with no connections) in its
@@ -94,6 +104,7 @@ describe('IpvsProxier', () => {
   });
 
   it('a burst of syncs that leave servers draining shares one count of them', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
     for (let i = 0; i < 3; i++) {
       handler.onService(`ns/s${i}`, svc(`s${i}`, `10.96.1.${i}`));
       handler.onEndpointSlice(`ns/s${i}-1`, slice(`s${i}`, ['10.244.1.2', '10.244.2.2']));
@@ -106,14 +117,14 @@ describe('IpvsProxier', () => {
     }
     // Counted after each sync, the first service would have been read three times.
     expect(ipvs.callLog).toEqual(['apply', 'apply', 'apply']);
-    await proxier.drainingCounted();
+    await drainCountDue();
     expect(ipvs.callLog).toEqual(['apply', 'apply', 'apply', 'listDestinations', 'listDestinations', 'listDestinations']);
     // Nothing drains any more once those are deleted: no count is due after that sync.
     handler.onService('ns/s9', svc('s9', '10.96.1.9'));
     await proxier.sync();
     expect(Object.values(ipvs.weights()).flatMap((w) => Object.values(w))).not.toContain(0);
     ipvs.resetCounters();
-    await proxier.drainingCounted();
+    await drainCountDue();
     expect(ipvs.callLog).toEqual([]);
   });
 
