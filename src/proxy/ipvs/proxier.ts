@@ -85,8 +85,6 @@ export interface ProxierOptions {
   stateDir?: string;
   /** Milliseconds until the runner may start the next sync (the verification keeps its reads out of the syncs' way). */
   nextSyncIn?: () => number;
-  /** How long after a sync that leaves real servers draining their connections are counted (default DRAIN_READ_DELAY_MS). */
-  drainReadDelayMs?: number;
   now?: () => number;
 }
 
@@ -363,7 +361,7 @@ export class IpvsProxier {
     if (this.drainCount || this.graceful.draining.size === 0 || this.closed) return;
     this.drainCount = new Promise<void>((resolve) => {
       // Unref'd: after close() it fires into countDraining, which then does nothing.
-      setTimeout(() => resolve(this.queue.run(() => this.countDraining())), this.o.drainReadDelayMs ?? DRAIN_READ_DELAY_MS).unref();
+      setTimeout(() => resolve(this.queue.run(() => this.countDraining())), DRAIN_READ_DELAY_MS).unref();
     });
   }
 
