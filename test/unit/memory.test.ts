@@ -13,6 +13,7 @@ function keeper(intervalMs = 30_000) {
   let fail = false;
   let rss = 100;
   let askedAt = 0;
+  let reads = 0;
   const k = new MemoryKeeper({
     logger: createLogger({ format: 'json', verbosity: 2 }, { write: (l: string) => (logs.push(JSON.parse(l)), true) } as never),
     intervalMs,
@@ -22,7 +23,7 @@ function keeper(intervalMs = 30_000) {
       rss = full ? 100 : rss - 5; // what each returns, in this test
     },
     now: () => now,
-    rss: () => rss * 2 ** 20,
+    rss: () => (reads++, rss * 2 ** 20),
     quietFor: () => now - askedAt,
     defer: (fn) => void deferred.push(fn),
     later: (fn, ms) => void timers.push({ fn, at: now + ms }),
@@ -42,10 +43,25 @@ function keeper(intervalMs = 30_000) {
     change: () => (askedAt = now),
     failNext: () => (fail = true),
     grow: (mib: number) => (rss += mib),
+    reads: () => reads,
   };
 }
 
 describe('MemoryKeeper', () => {
+  it('reads RSS once per sync (each read opens and reads /proc/self/stat)', () => {
+    const t = keeper();
+    t.k.afterSync();
+    t.flush(); // the first release
+    for (const mib of [0, QUIET_GROWTH * 100 - 100 + 1, GROWTH * 100]) {
+      t.grow(mib);
+      t.advance(1_000);
+      t.change();
+      const before = t.reads();
+      t.k.afterSync();
+      expect(t.reads() - before).toBe(1);
+    }
+  });
+
   it('after a verification: no release while changes come (the next sync looks), a full one once quiet; at once when already quiet', () => {
     const t = keeper();
     t.k.afterSync();

@@ -1,9 +1,10 @@
 import { createServer, type Server } from 'node:http';
+import perfHooks from 'node:perf_hooks';
 
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 
 import { ListenError } from '../../src/server/health.js';
-import { MetricsServer, NETWORK_PROGRAMMING_BUCKETS, ProxyMetrics, SYNC_BUCKETS } from '../../src/server/metrics.js';
+import { EVENT_LOOP_RESOLUTION_MS, MetricsServer, NETWORK_PROGRAMMING_BUCKETS, ProxyMetrics, SYNC_BUCKETS } from '../../src/server/metrics.js';
 
 const T0 = Date.UTC(2024, 0, 2, 3, 4, 5, 500);
 
@@ -149,6 +150,17 @@ describe('ProxyMetrics', () => {
     expect(await a.expose()).toContain('process_cpu_user_seconds_total');
     expect(sample(await b.expose(), 'kube_ipvs_proxy_virtual_servers')).toBe(0);
     expect(a.contentType).toMatch(/^text\/plain; version=0\.0\.4/);
+  });
+
+  it('samples the event-loop delay every 100 ms (prom-client would wake the idle daemon every 10)', async () => {
+    const spy = vi.spyOn(perfHooks, 'monitorEventLoopDelay');
+    try {
+      await new ProxyMetrics().expose();
+      expect(EVENT_LOOP_RESOLUTION_MS).toBe(100);
+      expect(spy).toHaveBeenCalledWith({ resolution: EVENT_LOOP_RESOLUTION_MS });
+    } finally {
+      spy.mockRestore();
+    }
   });
 });
 
