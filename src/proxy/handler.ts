@@ -15,15 +15,17 @@ export function trackerHandler(
   onChange: () => void,
 ): SourceHandler {
   deps.metrics?.trackObjects(() => tracker.counts());
-  // Marked once per burst (a list page, the replay of held objects): each mark reads the clock,
-  // a syscall that costs tens of µs in UML, and later marks of the same burst change nothing.
+  // Marked once per burst (a list page, the replay of held objects), health and metrics with one
+  // reading of the clock: each is a syscall that costs tens of µs in UML, and later marks of the
+  // same burst change nothing.
   let marked = false;
   const changed = () => {
     if (!marked) {
       marked = true;
       queueMicrotask(() => (marked = false));
-      deps.health?.queued();
-      deps.metrics?.syncQueued();
+      const at = deps.health?.now();
+      deps.health?.queued(undefined, at);
+      deps.metrics?.syncQueued(at);
     }
     onChange();
   };

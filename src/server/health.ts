@@ -82,15 +82,13 @@ export class ProxyHealth {
     return this.#now();
   }
 
-  /** A change is waiting to be synced; only the oldest pending one counts. */
-  queued(family?: HealthFamily): void {
-    const t = this.#now();
+  /** A change is waiting to be synced (at `t`, default now); only the oldest pending one counts. */
+  queued(family?: HealthFamily, t = this.#now()): void {
     for (const f of this.#pick(family)) if (!this.#oldestPendingQueued.has(f)) this.#oldestPendingQueued.set(f, t);
   }
 
-  /** A sync succeeded: nothing is pending any more. */
-  updated(family?: HealthFamily): void {
-    const t = this.#now();
+  /** A sync succeeded (at `t`, default now): nothing is pending any more. */
+  updated(family?: HealthFamily, t = this.#now()): void {
     for (const f of this.#pick(family)) {
       this.#oldestPendingQueued.delete(f);
       this.#lastUpdated.set(f, t);

@@ -135,17 +135,17 @@ export class ProxyMetrics {
   }
 
   /** One sync took durationMs; a successful one sets the last-sync timestamp, a failed one counts an error. */
-  observeSync(durationMs: number, kind: SyncKind, succeeded = true): void {
+  observeSync(durationMs: number, kind: SyncKind, succeeded = true, at = this.#now()): void {
     const s = durationMs / 1000;
     this.#syncDuration.observe(s);
     (kind === 'full' ? this.#syncFull : this.#syncPartial).observe(s);
-    if (succeeded) this.#lastSync.set(this.#now() / 1000);
+    if (succeeded) this.#lastSync.set(at / 1000);
     else this.#syncErrors.inc();
   }
 
-  /** A sync was requested (kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds = now). */
-  syncQueued(): void {
-    this.#lastQueued.set(this.#now() / 1000);
+  /** A sync was requested (kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds = `at`, default now). */
+  syncQueued(at = this.#now()): void {
+    this.#lastQueued.set(at / 1000);
   }
 
   /** Time from an endpoint change (its EndpointSlice's last-change-trigger-time) to it being programmed. */

@@ -299,9 +299,10 @@ export class IptablesProxier {
     this.o.metrics?.setNoLocalEndpoints(this.noLocalEndpoints());
     const durationMs = Math.round((this.now() - t0) * 10) / 10;
     const report: IptablesSyncReport = { full, durationMs, changedServices: changed.size, families, errors: 0, phases };
-    this.o.metrics?.observeSync(durationMs, full ? 'full' : 'partial', true);
+    const at = this.o.health?.now(); // one reading of the wall clock for metrics and health
+    this.o.metrics?.observeSync(durationMs, full ? 'full' : 'partial', true, at);
     logger.info(report, 'synced');
-    this.o.health?.updated();
+    this.o.health?.updated(undefined, at);
     return report;
   }
 

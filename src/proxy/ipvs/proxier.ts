@@ -345,11 +345,12 @@ export class IpvsProxier {
     this.report(result, healthCheckErrors(healthErrors));
     const durationMs = this.now() - t0;
     const report: SyncReport = { full, durationMs, changedServices: changed.size, ops: p.counts, errors: result.errors.length, ...(result.drift.length ? { drift: result.drift.length } : {}), phases };
-    this.recordMetrics(durationMs, full, result);
+    const at = this.o.health?.now(); // one reading of the wall clock for metrics and health
+    this.recordMetrics(durationMs, full, result, at);
     logger.info(report, 'synced');
     if (result.retry && result.errors.length) throw new Error(`${result.errors.length} kernel operations failed (retrying)`);
     if (result.retry) this.requestSync(); // drift, or a service found already there: compared again by the next sync, not a failure
-    this.o.health?.updated();
+    this.o.health?.updated(undefined, at);
     return report;
   }
 
@@ -438,10 +439,10 @@ export class IpvsProxier {
     return { ops: result.counts.ipvsOps + result.counts.ipsetEntries + result.counts.addresses, errors: result.errors.length, drift: result.drift.length };
   }
 
-  private recordMetrics(durationMs: number, full: boolean, result: ApplyResult): void {
+  private recordMetrics(durationMs: number, full: boolean, result: ApplyResult, at?: number): void {
     const m = this.o.metrics;
     if (!m) return;
-    m.observeSync(durationMs, full ? 'full' : 'partial', !result.retry);
+    m.observeSync(durationMs, full ? 'full' : 'partial', !result.retry, at);
     const { virtualServers, realServers } = this.index.counts();
     m.setCounts({ virtualServers, realServers });
     this.countKernelOps(result);
