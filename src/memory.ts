@@ -87,9 +87,9 @@ export class MemoryKeeper {
     if (!this.#released) return this.#schedule('first');
     // One read of RSS per sync (it opens and reads /proc/self/stat: three syscalls, ~0.15 ms in UML).
     const rss = this.#rss();
-    if (rss <= this.#baseline * QUIET_GROWTH) return;
+    if (!this.#grown(QUIET_GROWTH, rss)) return;
     if (this.#quietFor() >= QUIET_MS) return this.#schedule('full');
-    if (rss > this.#baseline * GROWTH && this.#now() - this.#lastIncremental >= this.#intervalMs) this.#schedule('incremental');
+    if (this.#grown(GROWTH, rss) && this.#now() - this.#lastIncremental >= this.#intervalMs) this.#schedule('incremental');
     this.#arm();
   }
 
@@ -105,8 +105,8 @@ export class MemoryKeeper {
     if (!this.#deferred && this.#grown(QUIET_GROWTH)) this.#arm();
   }
 
-  #grown(factor: number): boolean {
-    return this.#rss() > this.#baseline * factor;
+  #grown(factor: number, rss = this.#rss()): boolean {
+    return rss > this.#baseline * factor;
   }
 
   #schedule(kind: Kind): void {

@@ -49,8 +49,8 @@ function stringRecord(v: unknown): Out<Record<string, string>> {
 /** z.array(z.string()) */
 function stringArray(v: unknown): Out<string[]> {
   if (!Array.isArray(v)) return NOT_PLAIN;
-  // Index loops here and in endpoint(): a change's slice is decoded by code V8 has not optimized
-  // (or has dropped after a memory release), where each step of a for…of is an object.
+  // An index loop, not for…of: a change's slice is decoded by code V8 has not optimized (or has
+  // dropped after a memory release), where each step of a for…of is an object.
   for (let i = 0; i < v.length; i++) if (typeof v[i] !== 'string') return NOT_PLAIN;
   return v.slice();
 }
