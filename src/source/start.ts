@@ -9,14 +9,17 @@
 // out; the change tracker is then loaded and restored while they are on their way
 // (kubernetes.ts), and every delivery (deletions included) waits for that, so it lands on the
 // restored model.
+// The API source's modules are imported with this one, not on demand: the API path is the
+// daemon's usual one, and each import() on the way to the first list request is a round of the
+// module loader (~40 ms in UML); --manifests loads them without using them.
 import { hostname } from 'node:os';
 
 import type { Config } from '../config.js';
 import type { ChangeTracker } from '../proxy/changetracker.js';
 import type { Logger } from '../log.js';
 import { DeferredHandler } from './deferred.js';
-import type { KubernetesSource } from './kubernetes.js';
-import type { Resume } from './resume.js';
+import { KubernetesSource, KUBERNETES_SOURCE_BUILD } from './kubernetes.js';
+import { STATE_DIR as stateDir, takeResume, writeResume, type Resume } from './resume.js';
 import type { ProxySource } from './types.js';
 
 /** A started source whose deliveries wait in `held` until the proxier attaches. */
@@ -62,11 +65,9 @@ export async function restoreTracker(tracker: ChangeTracker, record: Resume): Pr
  * The API source; `resumable`: resuming from the record in the state directory if one fits (see
  * the file comment). `tracker()`: the change tracker, loaded and fed on the first call.
  */
-async function kubernetesSource(config: Config, nodeName: string, logger: Logger, resumable: boolean, tracker: () => Promise<ChangeTracker>) {
-  const { KubernetesSource, KUBERNETES_SOURCE_BUILD } = await import('./kubernetes.js');
+function kubernetesSource(config: Config, nodeName: string, logger: Logger, resumable: boolean, tracker: () => Promise<ChangeTracker>) {
   const opts = { nodeName, logger, ...(config.kubeconfig ? { kubeconfig: config.kubeconfig } : {}), ...(config.master ? { master: config.master } : {}) };
   if (!resumable) return { source: new KubernetesSource(opts) };
-  const { takeResume, writeResume, STATE_DIR: stateDir } = await import('./resume.js');
   const taken = takeResume(stateDir, { build: KUBERNETES_SOURCE_BUILD, nodeName });
   if (taken !== null && 'rejected' in taken) logger.info({ reason: taken.rejected }, 'the resume record left by the stopped daemon is not used; listing');
   const record = taken !== null && 'record' in taken ? taken.record : null;
@@ -103,7 +104,7 @@ export async function startSource(config: Config, logger: Logger, { resume = fal
     const { ManifestSource } = await import('./manifests.js');
     source = new ManifestSource({ path: config.manifests, nodeName, logger });
   } else {
-    const k = await kubernetesSource(config, nodeName, logger, resume && !config.once && !config.dryRun, tracker);
+    const k = kubernetesSource(config, nodeName, logger, resume && !config.once && !config.dryRun, tracker);
     source = k.source;
     if (k.leave) leave = k.leave;
   }

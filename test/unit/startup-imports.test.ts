@@ -49,6 +49,14 @@ describe('modules loaded before the first API request', () => {
     expect(packagesReached('source/manifest-parse.ts').has('js-yaml')).toBe(false);
   });
 
+  it('the API source comes with start.ts in one round of the module loader, not one import() after another', () => {
+    // start.ts's import() of kubernetes.js was a second loader round before the first list request.
+    const imports = staticImports(join(SRC, 'source/start.ts'));
+    expect(imports).toContain('./kubernetes.js');
+    expect(imports).toContain('./resume.js');
+    expect(readFileSync(join(SRC, 'source/start.ts'), 'utf8')).not.toMatch(/import\(['"]\.\/(kubernetes|resume)\.js['"]\)/);
+  });
+
   it('no module imports zod (zod.ts loads it on first use), pino comes with JSON logs', () => {
     const sources = (dir: string): string[] =>
       readdirSync(join(SRC, dir), { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? sources(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : []));
