@@ -10,8 +10,8 @@
 // (kubernetes.ts), and every delivery (deletions included) waits for that, so it lands on the
 // restored model.
 // The API source's modules are imported with this one, not on demand: the API path is the
-// daemon's usual one, and each import() on the way to the first list request is a round of the
-// module loader (~40 ms in UML); --manifests loads them without using them.
+// daemon's usual one, and each import() on the way to the first list request is one more wait
+// for the module loader; --manifests loads them without using them.
 import { hostname } from 'node:os';
 
 import type { Config } from '../config.js';
