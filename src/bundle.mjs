@@ -3,10 +3,11 @@
 // for ES modules only), then each file is rewritten as CommonJS (dist/bin/package.json says so):
 // node then starts the daemon without its ES module loader, which in UML put 0.1 s on every
 // spawn → first list request (1.60 → 1.47 s, same boot, 15 rounds each; 5,140 → 5,006 page faults).
-// - import() of a chunk becomes require() after one turn of the event loop: an ES import() lets
-//   I/O run while the module loads, and the start-up relies on it (the first list requests go out
-//   while the addon and the daemon's own modules load: src/source/start.ts). import() of a package
-//   or a built-in stays import().
+// - import() of a chunk or a built-in becomes require() after one turn of the event loop: an ES
+//   import() lets I/O run while the module loads, and the start-up relies on it (the first list
+//   requests go out while the addon and the daemon's own modules load: src/source/start.ts). Left
+//   an import(), a built-in (node:https, for an https API server) would load the ES module loader
+//   on the way to the first request. import() of a package (an ES one) stays import().
 // - import.meta.url: the chunk's file URL. Every file is strict, as an ES module is.
 import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -14,9 +15,9 @@ import { join } from 'node:path';
 import { build, transform } from 'esbuild';
 
 const OUT = 'dist/bin';
-const CHUNK_IMPORT = /\bimport\((["'])\.\/(chunk-[A-Z0-9]+\.js)\1\)/g;
+const LOCAL_IMPORT = /\bimport\((["'])(\.\/chunk-[A-Z0-9]+\.js|node:[a-z_/]+)\1\)/g;
 const PRELUDE = {
-  chunkImport: 'var __importChunk = (p) => new Promise((r) => setImmediate(r)).then(() => require(p));',
+  require: 'var __importRequire = (p) => new Promise((r) => setImmediate(r)).then(() => require(p));',
   metaUrl: 'var __importMetaUrl = require("node:url").pathToFileURL(__filename).href;',
 };
 
@@ -39,9 +40,9 @@ for (const file of readdirSync(OUT).filter((f) => f.endsWith('.js'))) {
   const path = join(OUT, file);
   let code = readFileSync(path, 'utf8');
   const shebang = code.startsWith('#!') ? code.slice(0, code.indexOf('\n') + 1) : '';
-  code = code.slice(shebang.length).replace(CHUNK_IMPORT, (_, q, chunk) => `__importChunk(${q}./${chunk}${q})`);
+  code = code.slice(shebang.length).replace(LOCAL_IMPORT, (_, q, spec) => `__importRequire(${q}${spec}${q})`);
   const prelude = ['"use strict";'];
-  if (code.includes('__importChunk(')) prelude.push(PRELUDE.chunkImport);
+  if (code.includes('__importRequire(')) prelude.push(PRELUDE.require);
   if (code.includes('import.meta')) prelude.push(PRELUDE.metaUrl);
   const out = await transform(code, {
     format: 'cjs',

@@ -305,17 +305,17 @@ describe('Dockerfile', () => {
     expect([...packages].sort()).toEqual(['@kubernetes/client-node', 'js-yaml', 'pino', 'prom-client']);
   });
 
-  it('the bundle is CommonJS (src/bundle.mjs): strict, its chunks required after a turn of the event loop, no import.meta', () => {
+  it('the bundle is CommonJS (src/bundle.mjs): strict, its chunks and built-ins required after a turn of the event loop, no import.meta', () => {
     const dir = join(ROOT, 'dist/bin');
     expect(JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'))).toEqual({ type: 'commonjs' });
     for (const f of readdirSync(dir).filter((n) => n.endsWith('.js'))) {
       const text = readFileSync(join(dir, f), 'utf8').replace(/^#!.*\n/, '');
       expect(text.startsWith('"use strict";\n'), f).toBe(true);
       expect(text, f).not.toMatch(/^(?:import|export)\b/m);
-      expect(text, f).not.toMatch(/\bimport\(\s*["']\.\//);
+      expect(text, f).not.toMatch(/\bimport\(\s*["'](?:\.\/|node:)/);
       expect(text, f).not.toMatch(/\bimport\.meta\b/);
     }
-    expect(readFileSync(join(dir, 'cli.js'), 'utf8')).toMatch(/__importChunk\("\.\/chunk-[A-Z0-9]+\.js"\)\)\.startSource\(/);
+    expect(readFileSync(join(dir, 'cli.js'), 'utf8')).toMatch(/__importRequire\("\.\/chunk-[A-Z0-9]+\.js"\)\)\.startSource\(/);
   });
 
   it('the built entry point starts and prints its help (node dist/bin/cli.js --help)', () => {
