@@ -89,7 +89,8 @@ function isEntryPoint(): boolean {
   }
 }
 
-if (isEntryPoint()) {
+/** Runs the CLI on this process's arguments and sets its exit code (dist/bin/cli.js calls it: src/bundle.mjs). */
+export function runAsEntryPoint(): void {
   main(process.argv.slice(2)).then(
     (code) => {
       process.exitCode = code;
@@ -100,3 +101,5 @@ if (isEntryPoint()) {
     },
   );
 }
+
+if (isEntryPoint()) runAsEntryPoint();

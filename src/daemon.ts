@@ -1,5 +1,6 @@
 // The daemon: pick the mode, open the kernel clients, start the source, servers and runner.
 
+import { codeCacheStats } from './code-cache.js';
 import type { Config } from './config.js';
 import { BACKGROUND_NICE, spawnExec } from './kernel/exec.js';
 import { NetlinkIpsetClient } from './kernel/ipset/client.js';
@@ -165,7 +166,9 @@ async function runWithSource(config: Config, logger: Logger, nodeName: string, {
           dummyName: DEFAULT_DUMMY_LINK,
           clients: { ipvs: chosen.ipvs, ipset: await NetlinkIpsetClient.open().catch(() => null), link: NetlinkLinkClient.open(), iptables: await ipts },
         });
-  logger.info({ nodeName, mode, source: config.manifests ?? 'kubernetes' }, 'starting');
+  // How many of the files loaded so far came from the code cache (refused: made by another node, or stale).
+  const cache = codeCacheStats();
+  logger.info({ nodeName, mode, source: config.manifests ?? 'kubernetes', ...(cache ? { codeCache: `used ${cache.used}, refused ${cache.refused}` } : {}) }, 'starting');
 
   if (config.once || config.dryRun) {
     held.attach(proxier.handler(() => {}));
