@@ -74,10 +74,11 @@ interface ModuleInternals {
 /**
  * From now on a CommonJS file in `dir` that has a cache is compiled with it. Not installed (false)
  * when node runs with source maps (node's own compile maps the stack traces). A file with an
- * import() is left to node: a script compiled here has no import() (node 20's vm gives one only to
- * scripts compiled without a cache), which is why src/bundle.mjs puts the bundle's into import.js.
- * `train`: every other file of `dir` is compiled here (with its cache if it fits), and when the
- * process exits each one's cache is written anew: what it had, and every function compiled since.
+ * import() is left to node: node 20's vm does not give one to such a script made with a cache
+ * (ERR_VM_DYNAMIC_IMPORT_CALLBACK_MISSING), which is why src/bundle.mjs puts the bundle's in import.js.
+ * `train` (dist/bin/cli.js: KUBE_IPVS_PROXY_CODE_CACHE_TRAIN=1, the build's training runs): every
+ * other file of `dir` is compiled here (with its cache if it fits), and when the process exits
+ * each one's cache is written anew: what it had, and every function compiled since.
  */
 export function useCodeCache(dir: string, train = false): boolean {
   if (stats || (process as { sourceMapsEnabled?: boolean }).sourceMapsEnabled) return false;
