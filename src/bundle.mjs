@@ -123,8 +123,10 @@ async function train() {
     const child = spawn(process.execPath, [join(OUT, ENTRY), ...common, ...source], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, [TRAIN_ENV]: '1' } });
     let err = '';
     child.stderr.on('data', (d) => (err += d));
-    const code = await new Promise((resolve) => child.once('exit', resolve));
-    if (code !== 0) process.stderr.write(`bundle: the code cache's training run (${source[0]}) exited ${code}; the caches it wrote are kept\n${err}`);
+    const stuck = setTimeout(() => child.kill('SIGKILL'), 60_000); // killed, it writes no cache
+    const code = await new Promise((resolve) => child.once('exit', (c, signal) => resolve(c ?? signal)));
+    clearTimeout(stuck);
+    if (code !== 0) process.stderr.write(`bundle: the code cache's training run (${source[0]}) ended with ${code}; the caches it wrote are kept\n${err}`);
   }
   server.closeAllConnections();
   server.close();
