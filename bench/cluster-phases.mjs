@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
-import { Daemon, forks, percentile, sizeOf, systemCpu, verificationOps, workOf } from './daemon-probe.mjs';
+import { Daemon, forks, startSpawner, percentile, sizeOf, systemCpu, verificationOps, workOf } from './daemon-probe.mjs';
 import { churnIp, replaceEndpoint, vip } from './objects.mjs';
 import { reloadIpvs, sh, time } from './uml-kernel.mjs';
 
@@ -88,7 +88,7 @@ export async function coldStart({ args, log, probe, cluster, api }) {
   await probe.reopen();
   api?.resetStats();
   await collect();
-  const daemon = new Daemon(args, log);
+  const daemon = await Daemon.start(args, log);
   const from = { bench: process.cpuUsage(), sys: systemCpu() };
   const all = samples(cluster.n).map((i) => [vip(i), cluster.addresses(i)]);
   let pending = all;
@@ -112,7 +112,7 @@ export async function coldStart({ args, log, probe, cluster, api }) {
       confirms++;
       if (c.vs >= cluster.n && c.rs >= cluster.n * cluster.endpoints) {
         const end = performance.now();
-        return { daemon, ms: daemon.elapsed(confirms === 1 ? t : end), checkMs: end - t, confirms, own, beforeList, firstListMs: api?.stats.firstListAt ? daemon.elapsed(api.stats.firstListAt) : null };
+        return { daemon, ms: daemon.elapsed(confirms === 1 ? t : end), checkMs: end - t, confirms, own, beforeList, spawnMs: daemon.spawnMs, firstListMs: api?.stats.firstListAt ? daemon.elapsed(api.stats.firstListAt) : null };
       }
       pending = all;
     }
@@ -128,13 +128,11 @@ export async function coldStart({ args, log, probe, cluster, api }) {
 export async function requestOnlyMs(api, url, token) {
   api.resetStats();
   await collect();
-  const t = performance.now();
   const code = `require('node:http').get(${JSON.stringify(`${url}/api/v1/nodes?limit=1`)}, { headers: { authorization: ${JSON.stringify(`Bearer ${token}`)} } }, (r) => r.resume())`;
-  const child = spawn(process.execPath, ['-e', code], { stdio: 'ignore' });
-  const exited = new Promise((res) => child.once('exit', res));
-  await firstList(api, 'request-only reference', exited);
-  const ms = api.stats.firstListAt - t;
-  await exited;
+  const child = await startSpawner().start(process.execPath, ['-e', code]);
+  await firstList(api, 'request-only reference', child.exited);
+  const ms = api.stats.firstListAt - child.startedAt;
+  await child.exited;
   return ms;
 }
 
@@ -255,7 +253,7 @@ export async function restart({ daemon, args, log, probe, cluster, api, resume =
   api.resetStats();
   const logFrom = sizeOf(log);
   await collect();
-  const next = new Daemon(args, log);
+  const next = await Daemon.start(args, log);
   const from = { bench: process.cpuUsage(), sys: systemCpu() };
   await firstList(api, 'restart: the daemon', next.exited, { anyRequest: true });
   const beforeList = cpuShares(next, from);

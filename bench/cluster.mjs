@@ -12,7 +12,7 @@ import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 
 import { churn, cleanKernel, coldStart, memory, oneChange, oneChangeFloor, periodic, requestOnlyMs, restart, restoreMs } from './cluster-phases.mjs';
-import { benchCgroup, KernelProbe } from './daemon-probe.mjs';
+import { benchCgroup, KernelProbe, startSpawner } from './daemon-probe.mjs';
 import { FakeApiServer } from './fake-apiserver.mjs';
 import { CLUSTER_CIDR, NODE_NAME, endpointIp, makeNode, makeService, makeSlice, vip } from './objects.mjs';
 import { median, requireUml, restoreText, sh } from './uml-kernel.mjs';
@@ -73,11 +73,11 @@ function makeCluster(n) {
 /** Who had UML's one CPU: the daemon (CPU, page faults), this process, other processes and the kernel, nobody. */
 const shares = (o) => `daemon CPU ${s(o.cpuMs)} and ${(o.faults / 1000).toFixed(1)}k page faults, this process's CPU ${s(o.benchCpuMs)}, others ${s(o.otherMs)}, idle ${s(o.idleMs)}`;
 /** Per cold start: the CPU shares until the first list request (API) and until the samples were complete. */
-const ownLine = (rows) => rows.own.map((o, k) => `    round ${k + 1}, CPU from spawn ${rows.beforeList[k] ? `to the first list request: ${shares(rows.beforeList[k])}; ` : ''}until the samples were complete: ${shares(o)} (${o.polls} polls)${rows.confirms[k] > 1 ? ' (the first full dump found the table incomplete)' : ''}`).join('\n');
+const ownLine = (rows) => rows.own.map((o, k) => `    round ${k + 1}, spawn() ${msf(rows.spawn[k])}, CPU from spawn ${rows.beforeList[k] ? `to the first list request: ${shares(rows.beforeList[k])}; ` : ''}until the samples were complete: ${shares(o)} (${o.polls} polls)${rows.confirms[k] > 1 ? ' (the first full dump found the table incomplete)' : ''}`).join('\n');
 
 /** Cold start vs ipvsadm-restore, interleaved; `floor` runs after the last round's restore; the last daemon is left running. */
 async function pairs(cluster, args, probe, api, requestOnly = null, floor = null) {
-  const rows = { restore: [], cold: [], ratio: [], firstList: [], requestOnly: [], check: [], confirms: [], own: [], beforeList: [] };
+  const rows = { restore: [], cold: [], ratio: [], firstList: [], requestOnly: [], check: [], confirms: [], own: [], beforeList: [], spawn: [] };
   let last;
   for (let r = 0; r < ROUNDS; r++) {
     step(`round ${r + 1}: ipvsadm-restore`);
@@ -94,6 +94,7 @@ async function pairs(cluster, args, probe, api, requestOnly = null, floor = null
     rows.confirms.push(last.confirms);
     rows.own.push(last.own);
     rows.beforeList.push(last.beforeList);
+    rows.spawn.push(last.spawnMs);
     rows.ratio.push(last.ms / rows.restore.at(-1));
     if (last.firstListMs !== null) rows.firstList.push(last.firstListMs);
     if (r < ROUNDS - 1) await last.daemon.stop();
@@ -249,6 +250,7 @@ mkdirSync(DIR, { recursive: true });
 sh('sh', ['-c', 'iptables-legacy -t mangle -N KUBE-IPTABLES-HINT 2>/dev/null || true']);
 const modprobe = readFileSync('/proc/sys/kernel/modprobe', 'utf8').trim();
 const cgroup = benchCgroup();
+startSpawner(); // forked while this process holds no cluster (see bench/spawner.mjs)
 console.log(`cluster-scale benchmark: kernel ${sh('uname', ['-r']).trim()}, node ${process.version}, commit ${process.env.KIP_BENCH_COMMIT ?? 'unknown'}, sizes ${SIZES.join(',')}, manifests ${MANIFESTS_N || 'off'}${opt.quick ? ', quick' : ''}, module autoload ${modprobe === '/sbin/modprobe' ? 'off (every module request fails)' : `on (${modprobe})`}, daemon in a cgroup with memory.max ${cgroup ? `${cgroup.limit / 2 ** 20} MiB (the chart's limit)` : 'none'}`);
 const probe = await KernelProbe.open();
 const results = [];

@@ -1,8 +1,9 @@
 // Helpers of the cluster-scale benchmark (inside UML): run the built daemon (dist/bin/cli.js) as
-// a child process, read its /metrics and /proc status, and look at the kernel's IPVS table
-// through the addon's netlink client (one service's real servers per dump: cheap to poll).
-import { spawn } from 'node:child_process';
-import { openSync, closeSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+// a child process (of bench/spawner.mjs), read its /metrics and /proc status, and look at the
+// kernel's IPVS table through the addon's netlink client (one service's real servers per dump:
+// cheap to poll).
+import { fork } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parse } from 'yaml';
@@ -57,28 +58,90 @@ export function benchCgroup() {
   return (daemonCgroup = { dir, limit });
 }
 
-/** The built daemon, started with `args` (its normal flags); output appended to `logFile`. */
+/** performance.now() of a process.hrtime.bigint() reading: both read the monotonic clock, across processes too. */
+const HRTIME_TO_NOW = performance.now() - Number(process.hrtime.bigint()) / 1e6;
+
+let spawner = null;
+
+/**
+ * The spawner (bench/spawner.mjs), forked on the first call: call it before the benchmark holds a
+ * cluster (the fork copies this process's page tables). `start(file, args, { env, log, cgroup })`
+ * resolves once the child has exec'd: { pid, startedAt (performance.now() just before the
+ * spawner's spawn()), spawnMs (that spawn() call), exited (resolves to { code, signal }) }.
+ */
+export function startSpawner() {
+  if (spawner) return spawner;
+  const proc = fork(new URL('./spawner.mjs', import.meta.url), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const waiting = new Map();
+  let next = 0;
+  // The channel holds this process open only while a child runs (or is being started).
+  const hold = () => (waiting.size ? proc.channel.ref() : proc.channel.unref());
+  proc.unref();
+  hold();
+  proc.on('exit', (code, signal) => {
+    for (const w of waiting.values()) w.fail(new Error(`bench/spawner.mjs exited (${code ?? signal})`));
+    waiting.clear();
+  });
+  proc.on('message', (m) => {
+    const w = waiting.get(m.id);
+    if (!w) return;
+    if (m.exit) {
+      waiting.delete(m.id);
+      w.exit(m.exit);
+    } else if (m.error) {
+      waiting.delete(m.id);
+      w.fail(new Error(`spawn ${w.file}: ${m.error}`));
+    } else w.started({ pid: m.pid, startedAt: Number(BigInt(m.at)) / 1e6 + HRTIME_TO_NOW, spawnMs: m.spawnMs, exited: w.exited });
+    hold();
+  });
+  spawner = {
+    start(file, args, { env = process.env, log = null, cgroup = null } = {}) {
+      const id = next++;
+      return new Promise((started, fail) => {
+        let exit;
+        const exited = new Promise((res) => (exit = res));
+        waiting.set(id, { file, started, fail, exit, exited });
+        hold();
+        proc.send({ id, file, args, env, log, cgroup, root: CGROUP_ROOT });
+      });
+    },
+  };
+  return spawner;
+}
+
+/** The built daemon, started with `args` (its normal flags) by the spawner; output appended to `logFile`. */
 export class Daemon {
-  constructor(args, logFile) {
-    const fd = openSync(logFile, 'a');
-    this.logFile = logFile;
+  /** Starts it; resolves once it has exec'd. */
+  static async start(args, logFile) {
     // KIP_BENCH_CLI: another build's cli.js (e.g. a worktree of the base commit), for same-boot A/B runs.
     const cli = process.env.KIP_BENCH_CLI ?? 'dist/bin/cli.js';
     const { env, flags } = shipped(cli);
-    // A child starts in its parent's cgroup: this process steps into the daemon's group for the
-    // spawn (which returns once the child has exec'd) and back out.
-    const cgroup = benchCgroup();
-    if (cgroup) writeFileSync(`${cgroup.dir}/cgroup.procs`, String(process.pid));
-    this.startedAt = performance.now();
-    try {
-      this.child = spawn(process.execPath, [...flags, cli, ...args, '--metrics-bind-address', METRICS, '--healthz-bind-address', HEALTHZ], { stdio: ['ignore', fd, fd], env: { ...process.env, ...env } });
-    } finally {
-      if (cgroup) writeFileSync(`${CGROUP_ROOT}/cgroup.procs`, String(process.pid));
-    }
-    closeSync(fd);
-    this.exited = new Promise((res) => this.child.once('exit', (code, signal) => res({ code, signal })));
+    const child = await startSpawner().start(process.execPath, [...flags, cli, ...args, '--metrics-bind-address', METRICS, '--healthz-bind-address', HEALTHZ], {
+      env: { ...process.env, ...env },
+      log: logFile,
+      cgroup: benchCgroup()?.dir ?? null,
+    });
+    return new Daemon(child, logFile);
+  }
+
+  constructor({ pid, startedAt, spawnMs, exited }, logFile) {
+    this.logFile = logFile;
+    this.pid = pid;
+    this.startedAt = startedAt;
+    this.spawnMs = spawnMs;
+    this.exited = exited;
     this.exitedEarly = null;
     this.exited.then((r) => (this.exitedEarly = r));
+  }
+
+  /** Sends `signal` unless it has exited. */
+  kill(signal) {
+    if (this.exitedEarly) return;
+    try {
+      process.kill(this.pid, signal);
+    } catch (e) {
+      if (e.code !== 'ESRCH') throw e;
+    }
   }
 
   /** Milliseconds since spawn. */
@@ -93,13 +156,13 @@ export class Daemon {
 
   /** VmRSS in MiB, from /proc/<pid>/status. */
   rssMiB() {
-    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${this.child.pid}/status`, 'utf8'));
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${this.pid}/status`, 'utf8'));
     return m ? Number(m[1]) / 1024 : NaN;
   }
 
   /** From /proc/<pid>/stat: minor page faults and CPU time (user + system, ms at 100 ticks/s). */
   stat() {
-    const f = readFileSync(`/proc/${this.child.pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    const f = readFileSync(`/proc/${this.pid}/stat`, 'utf8').split(') ')[1].split(' ');
     return { faults: Number(f[7]), cpuMs: (Number(f[11]) + Number(f[12])) * 10 };
   }
 
@@ -132,8 +195,8 @@ export class Daemon {
   async stop() {
     const t0 = performance.now();
     let killed = false;
-    if (!this.exitedEarly) this.child.kill('SIGTERM');
-    const t = setTimeout(() => ((killed = true), this.child.kill('SIGKILL')), 30_000);
+    this.kill('SIGTERM');
+    const t = setTimeout(() => ((killed = true), this.kill('SIGKILL')), 30_000);
     await this.exited;
     clearTimeout(t);
     return { ms: performance.now() - t0, killed };
@@ -141,7 +204,7 @@ export class Daemon {
 
   /** What JSON.stringify shows of a daemon. */
   toJSON() {
-    return { pid: this.child.pid };
+    return { pid: this.pid };
   }
 }
 
