@@ -124,16 +124,27 @@ export async function coldStart({ args, log, probe, cluster, api }) {
 /**
  * The reference for the daemon's first list request: spawn of a node process that only sends one
  * list request (with the same token) → the server has it, in ms. Node's own start-up is most of it.
+ * `ms`: spawned by the spawner, as the daemon is; `direct`: the same process spawned by this one
+ * (`spawnMs`: its spawn() call, the fork of this process), which shows what the spawner leaves out.
  */
 export async function requestOnlyMs(api, url, token) {
-  api.resetStats();
-  await collect();
   const code = `require('node:http').get(${JSON.stringify(`${url}/api/v1/nodes?limit=1`)}, { headers: { authorization: ${JSON.stringify(`Bearer ${token}`)} } }, (r) => r.resume())`;
-  const child = await startSpawner().start(process.execPath, ['-e', code]);
-  await firstList(api, 'request-only reference', child.exited);
-  const ms = api.stats.firstListAt - child.startedAt;
-  await child.exited;
-  return ms;
+  const once = async (start) => {
+    api.resetStats();
+    await collect();
+    const child = await start();
+    await firstList(api, 'request-only reference', child.exited);
+    await child.exited;
+    return { ms: api.stats.firstListAt - child.startedAt, spawnMs: child.spawnMs };
+  };
+  const { ms } = await once(() => startSpawner().start(process.execPath, ['-e', code]));
+  const direct = await once(async () => {
+    const startedAt = performance.now();
+    const child = spawn(process.execPath, ['-e', code], { stdio: 'ignore' });
+    const spawnMs = performance.now() - startedAt;
+    return { startedAt, spawnMs, exited: new Promise((res) => child.once('exit', (code, signal) => res({ code, signal }))) };
+  });
+  return { ms, direct };
 }
 
 /** Writes one endpoint change and returns {i, ip, at}: service i's endpoint slot now has address ip. */

@@ -77,12 +77,16 @@ const ownLine = (rows) => rows.own.map((o, k) => `    round ${k + 1}, spawn() ${
 
 /** Cold start vs ipvsadm-restore, interleaved; `floor` runs after the last round's restore; the last daemon is left running. */
 async function pairs(cluster, args, probe, api, requestOnly = null, floor = null) {
-  const rows = { restore: [], cold: [], ratio: [], firstList: [], requestOnly: [], check: [], confirms: [], own: [], beforeList: [], spawn: [] };
+  const rows = { restore: [], cold: [], ratio: [], firstList: [], requestOnly: [], direct: [], check: [], confirms: [], own: [], beforeList: [], spawn: [] };
   let last;
   for (let r = 0; r < ROUNDS; r++) {
     step(`round ${r + 1}: ipvsadm-restore`);
     rows.restore.push(await restoreMs(cluster.restore()));
-    if (requestOnly) rows.requestOnly.push(await requestOnly());
+    if (requestOnly) {
+      const ref = await requestOnly();
+      rows.requestOnly.push(ref.ms);
+      rows.direct.push(ref.direct);
+    }
     if (floor && r === ROUNDS - 1) {
       step('one change, floor: a node process that adds the endpoints of each slice event');
       rows.floor = await floor();
@@ -102,7 +106,7 @@ async function pairs(cluster, args, probe, api, requestOnly = null, floor = null
   const ready = await last.daemon.ready();
   const cold = median(rows.cold);
   const restore = median(rows.restore);
-  return { daemon: last.daemon, rows, floor: rows.floor ?? null, cold, restore, ratio: median(rows.ratio), readyMs: ready.ms, firstList: rows.firstList.length ? median(rows.firstList) : null, requestOnly: rows.requestOnly.length ? median(rows.requestOnly) : null };
+  return { daemon: last.daemon, rows, floor: rows.floor ?? null, cold, restore, ratio: median(rows.ratio), readyMs: ready.ms, firstList: rows.firstList.length ? median(rows.firstList) : null, requestOnly: rows.requestOnly.length ? median(rows.requestOnly) : null, direct: rows.direct.length ? { ms: median(rows.direct.map((d) => d.ms)), spawnMs: median(rows.direct.map((d) => d.spawnMs)) } : null };
 }
 
 async function runSize(n, probe) {
@@ -125,9 +129,9 @@ async function runSize(n, probe) {
 
   const floor = () => oneChangeFloor({ probe, cluster, api, url, token: TOKEN, ...ONE });
   const p = await pairs(cluster, args, probe, api, () => requestOnlyMs(api, url, TOKEN), floor);
-  const r = { n, cold: p.cold, restore: p.restore, ratio: p.ratio, firstList: p.firstList, requestOnly: p.requestOnly, readyMs: p.readyMs, oneFloor: p.floor };
+  const r = { n, cold: p.cold, restore: p.restore, ratio: p.ratio, firstList: p.firstList, requestOnly: p.requestOnly, requestOnlyDirect: p.direct, readyMs: p.readyMs, oneFloor: p.floor };
   r.memCold = await settledMemory(p.daemon);
-  console.log(`  cold start: ${s(p.cold)} vs ipvsadm-restore ${s(p.restore)}  ratio ${p.ratio.toFixed(2)}  (median of ${ROUNDS}; pairs ${p.rows.cold.map((c, k) => `${s(c)}/${s(p.rows.restore[k])}`).join(', ')}; first list request ${p.firstList === null ? '-' : s(p.firstList)}${p.requestOnly === null ? '' : ` (a node process that only sends it: ${s(p.requestOnly)})`}; confirming dump ${msf(median(p.rows.check))}, dumps ${p.rows.confirms.join(',')}; last daemon's first sync done ${s(p.readyMs)})`);
+  console.log(`  cold start: ${s(p.cold)} vs ipvsadm-restore ${s(p.restore)}  ratio ${p.ratio.toFixed(2)}  (median of ${ROUNDS}; pairs ${p.rows.cold.map((c, k) => `${s(c)}/${s(p.rows.restore[k])}`).join(', ')}; first list request ${p.firstList === null ? '-' : s(p.firstList)}${p.requestOnly === null ? '' : ` (a node process that only sends it: ${s(p.requestOnly)}; spawned by this process instead of the spawner: ${s(p.direct.ms)}, its spawn() ${msf(p.direct.spawnMs)})`}; confirming dump ${msf(median(p.rows.check))}, dumps ${p.rows.confirms.join(',')}; last daemon's first sync done ${s(p.readyMs)})`);
   console.log(ownLine(p.rows));
   console.log(`    after cold start: ${mem(r.memCold)}`);
 
