@@ -142,7 +142,7 @@ export async function requestOnlyMs(api, url, token) {
     const startedAt = performance.now();
     const child = spawn(process.execPath, ['-e', code], { stdio: 'ignore' });
     const spawnMs = performance.now() - startedAt;
-    return { startedAt, spawnMs, exited: new Promise((res) => child.once('exit', (code, signal) => res({ code, signal }))) };
+    return { startedAt, spawnMs, exited: new Promise((res) => child.once('exit', (c, signal) => res({ code: c, signal }))) };
   });
   return { ms, direct };
 }
