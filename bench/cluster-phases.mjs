@@ -112,7 +112,7 @@ export async function coldStart({ args, log, probe, cluster, api }) {
       confirms++;
       if (c.vs >= cluster.n && c.rs >= cluster.n * cluster.endpoints) {
         const end = performance.now();
-        return { daemon, ms: daemon.elapsed(confirms === 1 ? t : end), checkMs: end - t, confirms, own, beforeList, spawnMs: daemon.spawnMs, firstListMs: api?.stats.firstListAt ? daemon.elapsed(api.stats.firstListAt) : null };
+        return { daemon, ms: daemon.elapsed(confirms === 1 ? t : end), checkMs: end - t, confirms, own, beforeList, firstListMs: api?.stats.firstListAt ? daemon.elapsed(api.stats.firstListAt) : null };
       }
       pending = all;
     }

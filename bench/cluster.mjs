@@ -98,7 +98,7 @@ async function pairs(cluster, args, probe, api, requestOnly = null, floor = null
     rows.confirms.push(last.confirms);
     rows.own.push(last.own);
     rows.beforeList.push(last.beforeList);
-    rows.spawn.push(last.spawnMs);
+    rows.spawn.push(last.daemon.spawnMs);
     rows.ratio.push(last.ms / rows.restore.at(-1));
     if (last.firstListMs !== null) rows.firstList.push(last.firstListMs);
     if (r < ROUNDS - 1) await last.daemon.stop();
