@@ -40,10 +40,24 @@ function parseArgs(argv) {
   return { only: PHASES.filter((p) => only.includes(p)), passthrough };
 }
 
+/**
+ * True when the vitest arguments narrow the run: a file filter (a positional argument) or a
+ * test-name filter (-t / --testNamePattern). Only then may a phase collect no test.
+ */
+function hasFilter(passthrough) {
+  return passthrough.some((a, i) => {
+    if (a === '-t' || a === '--testNamePattern' || a.startsWith('-t=') || a.startsWith('--testNamePattern=')) return true;
+    if (a.startsWith('-')) return false;
+    // A bare word after `--option` is that option's value (`--bail 1`), unless it looks like a path.
+    const prev = passthrough[i - 1];
+    return prev === undefined || !prev.startsWith('-') || prev.includes('=') || /[/.]/.test(a);
+  });
+}
+
 /** The vitest argv for one project, with the json reporter writing to .test-results/<phase>.json. */
 function vitestArgs(phase, passthrough) {
-  return [VITEST, 'run', '--project', phase, '--passWithNoTests', '--reporter=default', '--reporter=json',
-    `--outputFile.json=${join(RESULTS, `${phase}.json`)}`, ...passthrough];
+  return [VITEST, 'run', '--project', phase, ...(hasFilter(passthrough) ? ['--passWithNoTests'] : []),
+    '--reporter=default', '--reporter=json', `--outputFile.json=${join(RESULTS, `${phase}.json`)}`, ...passthrough];
 }
 
 /** Runs a program with inherited stdio; resolves to its exit code (or 128+signal, or 127 if it cannot start). */
@@ -118,6 +132,9 @@ for (const phase of only) {
     } catch {
       error = `no results (.test-results/${phase}.json missing or unreadable; exit code ${code})`;
     }
+  }
+  if (error === null && counts.passed + counts.failed === 0 && !hasFilter(passthrough)) {
+    error = `collected no test${counts.skipped ? ` (${counts.skipped} skipped)` : ''}; only a file or -t filter may leave a phase empty`;
   }
   if (error === null && code !== 0 && counts.failed === 0) error = `vitest exited with ${code} (unhandled error?)`;
   summary.push({ phase, code, error, counts, seconds: (Date.now() - started) / 1000 });
