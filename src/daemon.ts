@@ -25,13 +25,14 @@ export { nodeNameOf } from './source/start.js';
 /**
  * Opens IPVS; when the kernel has no IPVS family, tries `modprobe ip_vs` once (schedulers are
  * loaded by the kernel on demand). Returns the client or why IPVS is unavailable.
+ * `familyName` is for tests (see NetlinkIpvsClient.open).
  */
-export async function openIpvs(logger: Logger): Promise<{ client: IpvsClient } | { reason: string }> {
-  let a = await NetlinkIpvsClient.open();
+export async function openIpvs(logger: Logger, familyName?: string): Promise<{ client: IpvsClient } | { reason: string }> {
+  let a = await NetlinkIpvsClient.open(familyName);
   if (a.available) return { client: a.client };
   const r = await spawnExec('modprobe', ['ip_vs'], { timeoutMs: 10_000 }).catch((e: Error) => ({ code: null, signal: null, stderr: e.message }));
   if (r.code !== 0) logger.debug({ err: r.stderr.trim() || (r.code === null ? `killed by ${r.signal}` : `exit code ${r.code}`) }, 'modprobe ip_vs failed');
-  a = await NetlinkIpvsClient.open();
+  a = await NetlinkIpvsClient.open(familyName);
   return a.available ? { client: a.client } : { reason: `${a.reason}; modprobe ip_vs did not help` };
 }
 

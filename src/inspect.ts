@@ -68,7 +68,8 @@ export interface InspectOptions extends InspectFilter {
 /** Objects this proxy owns: ipsets and chains named KUBE-*, and the dummy link. */
 export const OWNED_SET_PREFIX = 'KUBE-';
 
-const realSources: InspectSources = {
+/** The real kernel clients. */
+export const realSources: InspectSources = {
   ipvs: () => NetlinkIpvsClient.open(),
   ipset: () => NetlinkIpsetClient.open(),
   link: () => NetlinkLinkClient.open(),

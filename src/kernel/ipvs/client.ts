@@ -168,11 +168,14 @@ export class NetlinkIpvsClient implements IpvsClient {
     private readonly family: GenlFamily,
   ) {}
 
-  /** Opens a socket and resolves the IPVS family; unavailable (with the reason) when the kernel has none. */
-  static async open(): Promise<IpvsAvailability> {
+  /**
+   * Opens a socket and resolves the IPVS family; unavailable (with the reason) when the kernel has none.
+   * `familyName` is for tests: a name no kernel has gets the kernel's real "no such family" answer.
+   */
+  static async open(familyName = C.IPVS_GENL_NAME as unknown as string): Promise<IpvsAvailability> {
     const conn = new NetlinkConnection(constantsOf('netlink').NETLINK_GENERIC!);
     try {
-      const family = await resolveGenlFamily(conn, C.IPVS_GENL_NAME as unknown as string);
+      const family = await resolveGenlFamily(conn, familyName);
       if (!family) {
         conn.close();
         return { available: false, reason: 'the kernel has no IPVS generic netlink family (module ip_vs not loaded or not built)' };
