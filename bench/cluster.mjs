@@ -15,6 +15,8 @@ import { churn, cleanKernel, coldStart, memory, oneChange, oneChangeFloor, perio
 import { benchCgroup, KernelProbe, startSpawner } from './daemon-probe.mjs';
 import { FakeApiServer } from './fake-apiserver.mjs';
 import { CLUSTER_CIDR, NODE_NAME, endpointIp, makeNode, makeService, makeSlice, vip } from './objects.mjs';
+import { clusterRows } from './cluster-results.mjs';
+import { recordResults } from './results.mjs';
 import { median, requireUml, restoreText, sh } from './uml-kernel.mjs';
 
 requireUml('bench/cluster.mjs');
@@ -277,4 +279,7 @@ for (const r of results) {
 }
 if (manifests) console.log(`| ${manifests.n.toLocaleString('en')} --manifests | ${s(manifests.cold)} vs ${s(manifests.restore)} | ${manifests.ratio.toFixed(2)} | | ${MiB(manifests.memCold.rss)} / ${MiB(manifests.memCold.heap)} | | | | | |`);
 console.log(`runtime ${((Date.now() - started) / 60_000).toFixed(1)} min`);
+// --quick runs are shorter phases and one round: not what the results table reports.
+if (opt.quick) console.log('  results: not written (--quick)');
+else recordResults(clusterRows({ results, manifests, endpoints: EP, soakMinutes: SOAK_MIN }));
 console.log(JSON.stringify({ bench: 'cluster', results, manifests }));

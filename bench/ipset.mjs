@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { inFreshNetns } from '../test/harness/isolation.mjs';
+import { ratio, recordResults } from './results.mjs';
 
 const ENTRIES = Number(process.env.BENCH_ENTRIES ?? 50000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
@@ -72,3 +73,9 @@ console.log(`ipset benchmark: ${ENTRIES} hash:ip,port entries, median of ${ROUND
 console.log(`  add   ipset restore ${ms(m.restore).padStart(10)}   client.add  ${ms(m.client).padStart(10)}   ratio ${(m.client / m.restore).toFixed(2)}x (goal <= 0.5x)`);
 console.log(`  list  ipset save    ${ms(m.save).padStart(10)}   client.list ${ms(m.list).padStart(10)}   ratio ${(m.list / m.save).toFixed(2)}x`);
 console.log(`  rounds (ms): ${JSON.stringify(Object.fromEntries(Object.entries(rows).map(([k, v]) => [k, v.map((x) => Math.round(x))])))}`);
+const n = ENTRIES.toLocaleString('en');
+const whole = (x) => `${Math.round(x).toLocaleString('en')} ms`;
+recordResults([
+  { id: `ipset.add.${ENTRIES}`, benchmark: 'ipset: add the entries to an empty set (host, netns)', size: `${n} hash:ip,port entries`, ours: whole(m.client), reference: `\`ipset restore\` ${whole(m.restore)}`, ratio: ratio(m.client, m.restore), goal: '≤ 0.5×' },
+  { id: `ipset.list.${ENTRIES}`, benchmark: 'ipset: list that set (host, netns)', size: `${n} entries`, ours: whole(m.list), reference: `\`ipset save\` ${whole(m.save)}`, ratio: ratio(m.list, m.save) },
+]);

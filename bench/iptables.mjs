@@ -15,6 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { Writable } from 'node:stream';
 
 import { inFreshNetns } from '../test/harness/isolation.mjs';
+import { ratio, recordResults } from './results.mjs';
 
 if (!inFreshNetns()) {
   if (process.env.KIP_BENCH_REEXEC) throw new Error('not in a fresh network namespace after unshare -n: refusing to touch the host iptables');
@@ -120,7 +121,8 @@ for (const backend of BACKENDS) {
   await ipt.cleanup();
 }
 
-const ms = (x) => `${x.toFixed(0)} ms`;
+const ms = (x) => `${Math.round(x).toLocaleString('en')} ms`;
+const recorded = [];
 console.log(`iptables mode: ${SERVICES} services x ${DESTS} endpoints, median of ${ROUNDS} rounds, kernel ${readFileSync('/proc/sys/kernel/osrelease', 'utf8').trim()}`);
 for (const [backend, { rows, rules, fullBytes, changeBytes }] of Object.entries(results)) {
   const m = Object.fromEntries(Object.entries(rows).map(([k, v]) => [k, median(v)]));
@@ -128,5 +130,14 @@ for (const [backend, { rows, rules, fullBytes, changeBytes }] of Object.entries(
   console.log(`    full sync from empty: proxier ${ms(m.full).padStart(8)}   iptables-restore of its text ${ms(m.fullRef).padStart(8)}   ratio ${(m.full / m.fullRef).toFixed(2)}x`);
   console.log(`    one endpoint change:  proxier ${ms(m.change).padStart(8)}   iptables-restore of its text ${ms(m.changeRef).padStart(8)}   ratio ${(m.change / m.changeRef).toFixed(2)}x   (full-text restore ${ms(m.changeFullRef)}: ${(m.change / m.changeFullRef).toFixed(2)}x)`);
   console.log(`    periodic, no change:  proxier ${ms(m.periodic).padStart(8)}   (0 restores; full-text restore ${ms(m.changeFullRef)}: ${(m.periodic / m.changeFullRef).toFixed(2)}x)`);
+  const id = (what) => `iptables.${what}.${backend}.${SERVICES}x${DESTS}`;
+  const size = `${SERVICES.toLocaleString('en')} × ${DESTS} (${rules.toLocaleString('en')} nat rules)`;
+  recorded.push(
+    { id: id('full'), benchmark: `iptables mode, ${backend}: full sync from empty tables (host, netns)`, size, ours: ms(m.full), reference: `restore of its text ${ms(m.fullRef)}`, ratio: ratio(m.full, m.fullRef) },
+    { id: id('change'), benchmark: `iptables mode, ${backend}: one endpoint replaced (host, netns)`, size, ours: ms(m.change), reference: `restore of its text ${ms(m.changeRef)}`, ratio: ratio(m.change, m.changeRef) },
+    { id: id('change-full'), benchmark: `iptables mode, ${backend}: one endpoint replaced, against a full rewrite (host, netns)`, size, ours: ms(m.change), reference: `restore of the full text ${ms(m.changeFullRef)}`, ratio: ratio(m.change, m.changeFullRef) },
+    { id: id('periodic'), benchmark: `iptables mode, ${backend}: periodic sync, nothing changed (host, netns)`, size, ours: `${ms(m.periodic)}, 0 restores`, reference: `restore of the full text ${ms(m.changeFullRef)}`, ratio: ratio(m.periodic, m.changeFullRef) },
+  );
 }
+recordResults(recorded);
 console.log(JSON.stringify({ bench: 'iptables', services: SERVICES, dests: DESTS, rounds: Object.fromEntries(Object.entries(results).map(([b, r]) => [b, Object.fromEntries(Object.entries(r.rows).map(([k, v]) => [k, v.map(Math.round)]))])) }));

@@ -2,6 +2,7 @@
 // applied to an empty kernel by the addon and by ipvsadm-restore, then dumped by both.
 // Prints medians and ratios; every figure is relative to a reference run in the same boot.
 import { NetlinkIpvsClient, throwFirstFailure } from '../dist/src/kernel/ipvs/client.js';
+import { ratio, recordResults } from './results.mjs';
 import { median, reloadIpvs, requireUml, restoreText as toRestoreText, sh, time } from './uml-kernel.mjs';
 
 const SERVICES = Number(process.env.BENCH_SERVICES ?? 1000);
@@ -64,3 +65,9 @@ console.log(`IPVS ${SERVICES} services x ${DESTS} real servers (${ops.length} ru
 console.log(`  apply: addon ${f(apply.ours)}  ipvsadm-restore ${f(apply.ref)}  ratio ${(apply.ours / apply.ref).toFixed(3)}`);
 console.log(`  dump:  addon ${f(dump.ours)}  ipvsadm -Sn ${f(dump.ref)}  ratio ${(dump.ours / dump.ref).toFixed(3)}`);
 console.log(JSON.stringify({ bench: 'ipvs', services: SERVICES, dests: DESTS, rounds: rows }));
+const size = `${SERVICES.toLocaleString('en')} × ${DESTS}`;
+const whole = (x) => `${Math.round(x).toLocaleString('en')} ms`;
+recordResults([
+  { id: `ipvs.apply.${SERVICES}x${DESTS}`, benchmark: 'IPVS: apply to an empty kernel (UML)', size, ours: whole(apply.ours), reference: `\`ipvsadm-restore\` ${whole(apply.ref)}`, ratio: ratio(apply.ours, apply.ref), goal: '≤ 0.2×' },
+  { id: `ipvs.dump.${SERVICES}x${DESTS}`, benchmark: 'IPVS: full dump of that table (UML)', size, ours: whole(dump.ours), reference: `\`ipvsadm -Sn\` ${whole(dump.ref)}`, ratio: ratio(dump.ours, dump.ref), goal: '≤ 1×' },
+]);

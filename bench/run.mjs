@@ -15,10 +15,20 @@ import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 import { runInUml } from '../test/harness/uml.mjs';
+import { commitStamp } from './results.mjs';
 
 const here = (f) => fileURLToPath(new URL(f, import.meta.url));
 const NAMES = ['ipset', 'iptables', 'ipvs', 'cluster'];
 const argv = process.argv.slice(2);
+if (argv.includes('--help') || argv.includes('-h')) {
+  console.log(`usage: npm run bench [-- ipset|iptables|ipvs|cluster ...] [--host-busy] [cluster flags]
+  no name: ipset, iptables and ipvs; cluster only when named (bench/cluster.mjs: --sizes, --rounds, --quick,
+  --manifests-size, --soak-minutes). Each benchmark rewrites its rows of the results table in
+  docs/benchmarks.md (KIP_BENCH_RESULTS=FILE writes elsewhere, KIP_BENCH_RESULTS=off nowhere).`);
+  process.exit(0);
+}
+// One stamp for every benchmark of this run (the cluster one runs in UML), taken before any writes the table.
+process.env.KIP_BENCH_STAMP ||= commitStamp();
 const hostBusy = argv.includes('--host-busy');
 const only = argv.filter((a) => NAMES.includes(a));
 const clusterArgs = argv.filter((a) => !NAMES.includes(a) && a !== '--host-busy');
