@@ -8,8 +8,10 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 
+import { installUml, installedUml } from './uml-kernel.mjs';
+
 const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const MODULES_DIR = '/usr/lib/uml/modules';
+const DEBIAN_MODULES = '/usr/lib/uml/modules';
 const PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 /** Exit codes runInUml reports when the command itself produced none (distinguish them with `timedOut` / stderr). */
@@ -117,15 +119,20 @@ function umlMemDir() {
   return tmpdir();
 }
 
-/** Finds the UML kernel: $KIP_UML_KERNEL if set (must exist), else linux.uml on PATH; null if none. */
-export function findUmlKernel() {
+/**
+ * Finds the UML kernel and its modules: $KIP_UML_KERNEL (must exist; modules from
+ * $KIP_UML_MODULES_DIR or Debian's folder), else the one uml-kernel.mjs installs (installing it
+ * on first use); null if none.
+ */
+export function findUml() {
   const forced = process.env.KIP_UML_KERNEL;
-  if (forced) return existsSync(forced) ? forced : null;
-  try {
-    return execFileSync('sh', ['-c', 'command -v linux.uml'], { encoding: 'utf8' }).trim() || null;
-  } catch {
-    return null;
-  }
+  if (forced) return existsSync(forced) ? { kernel: forced, modules: process.env.KIP_UML_MODULES_DIR ?? DEBIAN_MODULES } : null;
+  return installedUml() ?? installUml();
+}
+
+/** The UML kernel's path (findUml), or null. */
+export function findUmlKernel() {
+  return findUml()?.kernel ?? null;
 }
 
 /**
@@ -155,10 +162,12 @@ function raiseMaxMapCount() {
  * iptables-legacy sockopt asks for `bpfilter`, 4 failed modprobes per iptables-legacy-restore
  * (0.44 s against 0.1 s). The tests run without it (they count on modprobe failing).
  */
-export async function runInUml({ command, cwd = REPO_ROOT, env = {}, timeoutMs = 30 * 60_000, mem = '1G', output = process.stdout, kernel = findUmlKernel(), autoload = false } = {}) {
+export async function runInUml({ command, cwd = REPO_ROOT, env = {}, timeoutMs = 30 * 60_000, mem = '1G', output = process.stdout, uml = findUml(), autoload = false } = {}) {
+  const kernel = uml?.kernel;
+  const MODULES_DIR = uml?.modules;
   if (!command || command.length === 0) throw new Error('runInUml: no command');
-  if (!kernel) throw new Error(`${process.env.KIP_UML_KERNEL || 'linux.uml'} not found: install the Debian package user-mode-linux`);
-  if (!existsSync(MODULES_DIR)) throw new Error(`${MODULES_DIR} missing: install the Debian package user-mode-linux`);
+  if (!kernel) throw new Error(`${process.env.KIP_UML_KERNEL || 'linux.uml'} not found: run node test/harness/uml-kernel.mjs`);
+  if (!existsSync(MODULES_DIR)) throw new Error(`${MODULES_DIR} missing: run node test/harness/uml-kernel.mjs`);
   raiseMaxMapCount();
   const started = Date.now();
   const dir = mkdtempSync(join(tmpdir(), 'kip-uml-'));
