@@ -87,6 +87,8 @@ export class ProxyMetrics {
   readonly #kernelOps = this.#counter('kube_ipvs_proxy_kernel_ops_total', 'Kernel operations applied, by kind and result', ['kind', 'result']);
   readonly #syncErrors = this.#counter('kube_ipvs_proxy_sync_errors_total', 'Syncs that failed');
   readonly #modeGauge = this.#gauge('kube_ipvs_proxy_proxy_mode', 'The active proxy mode (1) among the possible ones (0)', ['mode']);
+  readonly #setEntries = this.#gauge('kube_ipvs_proxy_ipset_entries', 'Entries in each ipset the proxy owns, as programmed', ['set']);
+  readonly #setMaxElem = this.#gauge('kube_ipvs_proxy_ipset_maxelem', "What each owned ipset can hold (a hash set's maxelem, grown ahead of need; a bitmap:port set's range size)", ['set']);
 
   #objectCounts: (() => ObjectCounts) | null = null;
   readonly #objects = new Gauge({
@@ -169,6 +171,14 @@ export class ProxyMetrics {
   setCounts(counts: { virtualServers: number; realServers: number }): void {
     this.#virtualServers.set(counts.virtualServers);
     this.#realServers.set(counts.realServers);
+  }
+
+  /** The owned ipsets as programmed: entries and capacity per set (sets not listed keep their last values). */
+  setIpsetSizes(sets: Iterable<{ set: string; entries: number; maxElem: number }>): void {
+    for (const { set, entries, maxElem } of sets) {
+      this.#setEntries.set({ set }, entries);
+      this.#setMaxElem.set({ set }, maxElem);
+    }
   }
 
   /** Where kube_ipvs_proxy_objects and kube_ipvs_proxy_heap_bytes_per_object read the object counts (on each scrape). */

@@ -55,6 +55,18 @@ describe('FakeIpsetClient', () => {
     expect((await c.list('t'))[0]!.entries).toEqual(['10.0.0.1 timeout 60', '10.0.0.2 timeout 5 comment "kube"']);
   });
 
+  it('listHeaders: every set with its sizes and no entries (as the kernel suite)', async () => {
+    const c = new FakeIpsetClient();
+    await c.create({ name: 'h1', type: 'hash:ip,port', family: 'inet', hashSize: 2048, maxElem: 131072 });
+    await c.add('h1', ['10.0.0.1,tcp:80']);
+    await c.create({ name: 'h2', type: 'bitmap:port', range: { from: 0, to: 65535 } });
+    await c.add('h2', ['80']);
+    expect((await c.listHeaders()).map((h) => [h.name, h.type, h.maxElem, h.range, h.entries])).toEqual([
+      ['h1', 'hash:ip,port', 131072, null, []],
+      ['h2', 'bitmap:port', null, { from: 0, to: 65535 }, []],
+    ]);
+  });
+
   it('set commands and their errors: EEXIST, ENOENT, SETNAME2, TYPE_MISMATCH; a missing set in add is ENOENT from the header lookup', async () => {
     const c = new FakeIpsetClient();
     await c.create({ name: 'a', type: 'hash:ip', family: 'inet' });

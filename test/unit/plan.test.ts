@@ -31,6 +31,7 @@ function observedOf(vss: Array<DesiredVirtualServer & { conns?: Record<string, C
       ]),
     ),
     ipsets: new Map(),
+    ipsetCapacity: new Map(),
     addresses: new Set(),
     iptables: new Map(),
     ...extra,

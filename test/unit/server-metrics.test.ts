@@ -43,6 +43,8 @@ describe('ProxyMetrics', () => {
       kube_ipvs_proxy_kernel_ops_total: 'counter',
       kube_ipvs_proxy_sync_errors_total: 'counter',
       kube_ipvs_proxy_proxy_mode: 'gauge',
+      kube_ipvs_proxy_ipset_entries: 'gauge',
+      kube_ipvs_proxy_ipset_maxelem: 'gauge',
       kube_ipvs_proxy_objects: 'gauge',
       kube_ipvs_proxy_heap_bytes_per_object: 'gauge',
     });
@@ -90,7 +92,10 @@ describe('ProxyMetrics', () => {
     m.countKernelOps('ipset.add', 'ok', 0);
     m.iptablesRestoreFailed();
     m.setNoLocalEndpoints({ internal: 1, external: 2 });
+    m.setIpsetSizes([{ set: 'KUBE-CLUSTER-IP', entries: 70_000, maxElem: 262144 }]);
     const text = await m.expose();
+    expect(sample(text, 'kube_ipvs_proxy_ipset_entries{set="KUBE-CLUSTER-IP"}')).toBe(70_000);
+    expect(sample(text, 'kube_ipvs_proxy_ipset_maxelem{set="KUBE-CLUSTER-IP"}')).toBe(262144);
     expect(sample(text, 'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds')).toBe(T0 / 1000);
     expect(sample(text, 'kubeproxy_sync_proxy_rules_service_changes_total')).toBe(2);
     expect(sample(text, 'kubeproxy_sync_proxy_rules_endpoint_changes_total')).toBe(6);

@@ -252,6 +252,11 @@ export class NetlinkIpsetClient implements IpsetClient {
     return msgs.map((m) => (m.attrs as IpsetAttrs).name ?? '');
   }
 
+  async listHeaders(): Promise<IpsetSetInfo[]> {
+    const req = this.request(C.IPSET_CMD_LIST!, { flags: C.IPSET_FLAG_LIST_HEADER! });
+    return listedSets(await this.conn.dumpTable('ipset', req, 'ipset.listHeaders'));
+  }
+
   async header(name: string): Promise<IpsetHeader> {
     checkName(name, 'ipset.header', 'name');
     const [reply] = await this.call(C.IPSET_CMD_HEADER!, { name }, 'ipset.header', name);

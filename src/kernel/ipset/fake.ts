@@ -21,7 +21,7 @@ import {
 const C = constantsOf('ipset');
 
 /** The IpsetClient methods the fake counts (and can fail whole). */
-export type IpsetMethod = 'create' | 'destroy' | 'flush' | 'rename' | 'swap' | 'list' | 'listNames' | 'header' | 'test' | 'add' | 'del';
+export type IpsetMethod = 'create' | 'destroy' | 'flush' | 'rename' | 'swap' | 'list' | 'listNames' | 'listHeaders' | 'header' | 'test' | 'add' | 'del';
 
 /** The revision the fake reports for every set (the client's MAX_REVISION is what a real kernel caps to). */
 const REVISION = 1;
@@ -91,7 +91,7 @@ export class FakeIpsetClient implements IpsetClient {
   private readonly entryFaults: EntryFault[] = [];
   private readonly callFaults = new Map<IpsetMethod, Error>();
   /** Calls per method. */
-  readonly calls: Record<IpsetMethod, number> = { create: 0, destroy: 0, flush: 0, rename: 0, swap: 0, list: 0, listNames: 0, header: 0, test: 0, add: 0, del: 0 };
+  readonly calls: Record<IpsetMethod, number> = { create: 0, destroy: 0, flush: 0, rename: 0, swap: 0, list: 0, listNames: 0, listHeaders: 0, header: 0, test: 0, add: 0, del: 0 };
   /** Entries received by add() and del() (failed ones included). */
   readonly entries = { add: 0, del: 0 };
 
@@ -187,7 +187,7 @@ export class FakeIpsetClient implements IpsetClient {
     this.sets.set(b, { ...sa, name: b, spec: { ...sa.spec, name: b } });
   }
 
-  private info(s: FakeSet): IpsetSetInfo {
+  private info(s: FakeSet, withEntries = true): IpsetSetInfo {
     const hash = s.type !== 'bitmap:port';
     return {
       name: s.name,
@@ -202,7 +202,7 @@ export class FakeIpsetClient implements IpsetClient {
       counters: s.spec.counters ?? false,
       references: 0,
       memSize: 0,
-      entries: [...s.entries.values()].map((e) => formatEntry(s.type, e)),
+      entries: withEntries ? [...s.entries.values()].map((e) => formatEntry(s.type, e)) : [],
     };
   }
 
@@ -216,6 +216,11 @@ export class FakeIpsetClient implements IpsetClient {
   async listNames(): Promise<string[]> {
     this.enter('listNames');
     return [...this.sets.keys()];
+  }
+
+  async listHeaders(): Promise<IpsetSetInfo[]> {
+    this.enter('listHeaders');
+    return [...this.sets.values()].map((s) => this.info(s, false));
   }
 
   async header(name: string): Promise<IpsetHeader> {

@@ -70,6 +70,8 @@ export interface IpsetClient {
   list(name?: string): Promise<IpsetSetInfo[]>;
   /** The names of every set. */
   listNames(): Promise<string[]>;
+  /** Every set's header and sizes (maxelem, hashsize, range), without entries (`ipset list -t`). */
+  listHeaders(): Promise<IpsetSetInfo[]>;
   header(name: string): Promise<IpsetHeader>;
   /** True when the entry is in the set. */
   test(name: string, entry: string): Promise<boolean>;

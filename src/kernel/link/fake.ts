@@ -17,7 +17,8 @@ import {
 } from './types.js';
 
 interface FakeLink extends Link {
-  addresses: Array<{ address: string; family: Family }>;
+  /** By address, in the order added (a map: tens of thousands of addresses stay cheap). */
+  addresses: Map<string, { address: string; family: Family }>;
 }
 
 function kernelError(op: string, code: string, object: string): NetlinkError {
@@ -40,8 +41,11 @@ export class FakeLinkClient implements LinkClient {
 
   /** Adds a link as if another program made it. */
   addLink(name: string, kind: string | null, up = true, addresses: readonly string[] = []): Link {
-    const link: FakeLink = { index: this.nextIndex++, name, kind, up, addresses: [] };
-    for (const a of addresses) link.addresses.push(parseHostAddress('fake', 'address', a));
+    const link: FakeLink = { index: this.nextIndex++, name, kind, up, addresses: new Map() };
+    for (const a of addresses) {
+      const p = parseHostAddress('fake', 'address', a);
+      link.addresses.set(p.address, p);
+    }
     this.links.set(name, link);
     return { index: link.index, name, kind, up };
   }
@@ -105,7 +109,7 @@ export class FakeLinkClient implements LinkClient {
 
   async listAddresses(link: LinkRef): Promise<string[]> {
     this.enter('listAddresses', typeof link === 'string' ? link : link.name);
-    return this.find('link.listAddresses', link).addresses.map((a) => a.address);
+    return [...this.find('link.listAddresses', link).addresses.keys()];
   }
 
   async addAddresses(link: LinkRef, addresses: readonly string[]): Promise<AddressResult[]> {
@@ -136,13 +140,13 @@ export class FakeLinkClient implements LinkClient {
         this.addressFaults.delete(p.address);
         return { address: p.address, ok: false, error: kernelError(op, fault, object) };
       }
-      const at = target!.addresses.findIndex((a) => a.address === p.address);
+      const have = target!.addresses.has(p.address);
       if (kind === 'add') {
-        if (at >= 0) return { address: p.address, ok: false, error: kernelError(op, 'EEXIST', object) };
-        target!.addresses.push(p);
+        if (have) return { address: p.address, ok: false, error: kernelError(op, 'EEXIST', object) };
+        target!.addresses.set(p.address, p);
       } else {
-        if (at < 0) return { address: p.address, ok: false, error: kernelError(op, 'EADDRNOTAVAIL', object) };
-        target!.addresses.splice(at, 1);
+        if (!have) return { address: p.address, ok: false, error: kernelError(op, 'EADDRNOTAVAIL', object) };
+        target!.addresses.delete(p.address);
       }
       return { address: p.address, ok: true };
     });
@@ -154,7 +158,7 @@ export class FakeLinkClient implements LinkClient {
     const out: LocalAddress[] = [];
     for (const l of this.links.values()) {
       if (exclude.has(l.name)) continue;
-      for (const a of l.addresses) {
+      for (const a of l.addresses.values()) {
         if (!opts.includeLoopback && isLoopback(a.address, a.family)) continue;
         if (!opts.includeLinkLocal && isIpv6LinkLocal(a.address, a.family)) continue;
         out.push({ address: a.address, family: a.family, interface: l.name });

@@ -8,7 +8,8 @@ import { destinationId, serviceId, type Destination, type ServiceKey, type Virtu
 import { classify } from './errors.js';
 import { emptyDelta, type DesiredDelta } from './desired-index.js';
 import type { KernelClients } from './observe.js';
-import type { Plan } from './plan.js';
+import type { IpsetGrow, Plan } from './plan.js';
+import { capacityOf } from './ipsets.js';
 import type { ObservedState } from './types.js';
 
 /** What apply did, counted. */
@@ -46,6 +47,8 @@ export interface ApplyResult {
   drift: Array<{ object: string; error: Error }>;
   /** The dummy link was missing (ENODEV): the next sync re-creates it and binds every address again. */
   linkMissing: boolean;
+  /** Sets replaced by larger copies: name, capacity before and after, entries. */
+  grown: Array<{ set: string; from: number; to: number; entries: number }>;
 }
 
 /**
@@ -93,6 +96,7 @@ class Applier {
   readonly drift: ApplyResult['drift'] = [];
   retry = false;
   linkMissing = false;
+  readonly grown: ApplyResult['grown'] = [];
 
   constructor(
     private readonly clients: KernelClients,
@@ -126,7 +130,53 @@ class Applier {
         }
       }
       if (!this.observed.ipsets.has(spec.name)) this.observed.ipsets.set(spec.name, new Set());
+      // What an already existing set holds is read by the next verification; until then assume the spec's.
+      const capacity = capacityOf({ maxElem: spec.maxElem ?? null, range: spec.range ?? null });
+      if (capacity !== null) this.observed.ipsetCapacity.set(spec.name, capacity);
     }
+  }
+
+  /** Replaces each set of plan.ipsetGrow by a larger copy (see IpsetGrow); a failure leaves the old set as it was. */
+  async growSets(plan: Plan): Promise<void> {
+    for (const g of plan.ipsetGrow) {
+      const { ipset } = this.clients;
+      const name = g.spec.name;
+      let step = 'ipset.create';
+      try {
+        await ipset.destroy(g.temp, { exist: true }); // left by a daemon that died half-way
+        await ipset.create({ ...g.spec, name: g.temp });
+        step = 'ipset.add';
+        const have = await this.fill(g);
+        step = 'ipset.swap';
+        await ipset.swap(name, g.temp);
+        this.observed.ipsets.set(name, have);
+        this.observed.ipsetCapacity.set(name, g.spec.maxElem!);
+        this.grown.push({ set: name, from: g.from, to: g.spec.maxElem!, entries: have.size });
+        step = 'ipset.destroy';
+        await ipset.destroy(g.temp);
+      } catch (e) {
+        if (this.fail(name, e as Error, step) === 'stale' && step === 'ipset.swap') this.observed.ipsets.delete(name);
+        this.retry = true; // the set stays as it was (full, or soon): try again next sync
+        if (step !== 'ipset.destroy') await ipset.destroy(g.temp, { exist: true }).catch(() => {});
+      }
+    }
+  }
+
+  /** Adds a growing set's entries to its temporary copy; the entries it holds (refused ones reported). */
+  private async fill(g: IpsetGrow): Promise<Set<string>> {
+    const have = new Set<string>();
+    for (let from = 0; from < g.entries.length; from += BATCH_SIZE) {
+      const entries = g.entries.slice(from, from + BATCH_SIZE);
+      this.counts.ipsetCalls++;
+      this.counts.ipsetEntries += entries.length;
+      const results = await this.clients.ipset.add(g.temp, entries);
+      results.forEach((r, i) => {
+        const entry = entries[i]!;
+        if (r.ok || isExist(r.error)) have.add(entry);
+        else if (this.fail(`${g.spec.name} ${entry}`, r.error, 'ipset.add') !== 'refused') this.retryEntry(g.spec.name, entry);
+      });
+    }
+    return have;
   }
 
   async entries(kind: 'add' | 'del', batches: Map<string, string[]>): Promise<void> {
@@ -161,6 +211,13 @@ class Applier {
         if (kind === 'add') have!.add(entry);
         else have?.delete(entry);
         return;
+      }
+      if (r.error instanceof NetlinkError && r.error.code === 'IPSET_ERR_HASH_FULL') {
+        // Smaller than observed says (made by someone else): an error, not a refusal: the next plan grows it.
+        this.observed.ipsetCapacity.set(set, Math.min(this.observed.ipsetCapacity.get(set) ?? Infinity, have?.size ?? 0));
+        this.errors.push({ object: `${set} ${entry}`, error: r.error });
+        this.retry = true;
+        return this.retryEntry(set, entry);
       }
       if (this.fail(`${set} ${entry}`, r.error, `ipset.${kind}`) !== 'refused') this.retryEntry(set, entry);
     });
@@ -353,6 +410,7 @@ class Applier {
 export async function applyPlan(plan: Plan, clients: KernelClients, observed: ObservedState): Promise<ApplyResult> {
   const a = new Applier(clients, observed);
   await a.createSets(plan);
+  await a.growSets(plan);
   await a.entries('add', plan.ipsetAdd);
   await a.addresses('add', plan.addressAdd);
   const done = await a.ipvs(plan.ipvs);
@@ -362,5 +420,5 @@ export async function applyPlan(plan: Plan, clients: KernelClients, observed: Ob
   const acked = (op: number | null): boolean => op === null || done[op] === true;
   for (const s of start) if (acked(s.op)) state.start(s.vs, s.dest, { since: s.since, protocol: s.protocol, countedAt: null });
   for (const e of end) if (acked(e.op)) state.end(e.vs, e.dest);
-  return { errors: a.errors, counts: a.counts, retry: a.retry, retryScope: a.retryScope, refused: a.refused, drift: a.drift, linkMissing: a.linkMissing };
+  return { errors: a.errors, counts: a.counts, retry: a.retry, retryScope: a.retryScope, refused: a.refused, drift: a.drift, linkMissing: a.linkMissing, grown: a.grown };
 }

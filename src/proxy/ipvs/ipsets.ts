@@ -57,10 +57,48 @@ export function setName(base: SetName, family: Family): string {
   return family === 'ipv4' ? base : base.replace('KUBE-', 'KUBE-6-').slice(0, MAX_SET_NAME);
 }
 
+/** kube-proxy's maxelem of every hash set: the smallest one this proxy creates a set with. */
+export const MIN_MAXELEM = 65536;
+
 function spec(base: SetName, type: SetType, family: Family): IpsetSetSpec {
   const name = setName(base, family);
   if (type === 'bitmap:port') return { name, type, range: { from: 0, to: 65535 } };
-  return { name, type, family: family === 'ipv4' ? 'inet' : 'inet6', hashSize: 1024, maxElem: 65536 };
+  return { name, type, family: family === 'ipv4' ? 'inet' : 'inet6', hashSize: 1024, maxElem: MIN_MAXELEM };
+}
+
+/** The maxelem for a set of `n` entries: a power of two at least 2n, and at least MIN_MAXELEM. */
+export function maxElemFor(n: number): number {
+  let m = MIN_MAXELEM;
+  while (m < 2 * n) m *= 2;
+  return m;
+}
+
+/**
+ * True when a set of capacity `maxElem` is to be replaced by a larger one before it holds `n`
+ * entries: past three quarters full, so that growth happens ahead of need (a full hash refuses
+ * every further entry) and, doubling at least, seldom.
+ */
+export function mustGrow(n: number, maxElem: number): boolean {
+  return n > maxElem * 0.75;
+}
+
+/** `spec` sized for `n` entries: itself when its maxelem suffices (a bitmap:port set holds every port). */
+export function sizedSpec(spec: IpsetSetSpec, n: number): IpsetSetSpec {
+  const maxElem = maxElemFor(n);
+  return spec.type === 'bitmap:port' || maxElem <= (spec.maxElem ?? MIN_MAXELEM) ? spec : { ...spec, maxElem };
+}
+
+/** What a set can hold as listed (maxelem of a hash set, the range of a bitmap:port set); null when unknown. */
+export function capacityOf(info: { maxElem: number | null; range: { from: number; to: number } | null }): number | null {
+  return info.maxElem ?? (info.range ? info.range.to - info.range.from + 1 : null);
+}
+
+/** Prefix of the set a growing set is built in before the swap (never one of kube-proxy's names). */
+export const GROW_PREFIX = 'KUBE-GROW-';
+
+/** The temporary name a larger copy of owned set `name` is filled under, then swapped in. */
+export function growName(name: string): string {
+  return `${GROW_PREFIX}${OWNED_SETS.findIndex((s) => s.spec.name === name)}`;
 }
 
 /** Every set the IPVS proxier owns, IPv4 then IPv6, with kube-proxy's types, sizes and comments. */

@@ -5,6 +5,7 @@ import type { IpvsClient } from '../../kernel/ipvs/client.js';
 import { destinationId, observedDestination, serviceId, type Destination } from '../../kernel/ipvs/types.js';
 import type { IpsetClient } from '../../kernel/ipset/types.js';
 import type { LinkClient } from '../../kernel/link.js';
+import { capacityOf, GROW_PREFIX } from './ipsets.js';
 import type { ObservedState } from './types.js';
 
 /** The kernel clients a sync uses, and the dummy link's name. */
@@ -18,9 +19,14 @@ export interface KernelClients {
 /** kube-proxy's prefix of the sets it owns. */
 const OWNED_PREFIX = 'KUBE-';
 
+/** A set this proxy keeps in the observed state: `KUBE-*`, except a larger copy being built (apply.ts). */
+export function isOwnedSetName(name: string): boolean {
+  return name.startsWith(OWNED_PREFIX) && !name.startsWith(GROW_PREFIX);
+}
+
 /** An empty observed state (nothing known). */
 export function emptyObserved(): ObservedState {
-  return { virtualServers: new Map(), ipsets: new Map(), addresses: new Set(), iptables: new Map() };
+  return { virtualServers: new Map(), ipsets: new Map(), ipsetCapacity: new Map(), addresses: new Set(), iptables: new Map() };
 }
 
 /** The element of a listed entry, without options (` timeout N`, ` comment "…"`, counters). */
@@ -49,11 +55,14 @@ export async function readObserved(clients: KernelClients & { ownedSets?: readon
     observed.virtualServers.set(serviceId(service), { service, destinations: dests });
   }
 
-  const owned = clients.ownedSets ?? (await clients.ipset.listNames()).filter((n) => n.startsWith(OWNED_PREFIX));
+  const owned = clients.ownedSets ?? (await clients.ipset.listNames()).filter(isOwnedSetName);
   for (const name of owned) {
     try {
       const [info] = await clients.ipset.list(name);
-      if (info) observed.ipsets.set(name, new Set(info.entries.map(element)));
+      if (!info) continue;
+      observed.ipsets.set(name, new Set(info.entries.map(element)));
+      const capacity = capacityOf(info);
+      if (capacity !== null) observed.ipsetCapacity.set(name, capacity);
     } catch (e) {
       if (!isNotFound(e)) throw e;
     }

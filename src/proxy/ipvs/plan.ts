@@ -5,6 +5,7 @@ import { destinationId, type Destination, type Protocol, type VirtualService } f
 import type { IpsetSetSpec } from '../../kernel/ipset/types.js';
 import { inCidr } from '../../model/ip.js';
 import type { GracefulState } from './graceful.js';
+import { growName, MIN_MAXELEM, mustGrow, sizedSpec } from './ipsets.js';
 import { sameDestination, sameService, type DesiredDelta, type DesiredIndex } from './desired-index.js';
 import type { DestinationId, ObservedState, OwnedSet, VirtualServerId } from './types.js';
 
@@ -47,6 +48,8 @@ export interface PlanCounts {
   updateDestination: number;
   deleteDestination: number;
   ipsetCreate: number;
+  /** Sets replaced by a larger copy (IpsetGrow). */
+  ipsetGrow: number;
   ipsetAdd: number;
   ipsetDel: number;
   addressAdd: number;
@@ -55,11 +58,28 @@ export interface PlanCounts {
   drainEnd: number;
 }
 
+/**
+ * A set that is to hold more than its capacity allows ahead of need (mustGrow): `spec` (larger) is
+ * created as `temp`, filled with `entries` (every wanted one), swapped with the set (an atomic
+ * rename: iptables rules refer to the set by index, so they match the new one at once) and the old
+ * one, now `temp`, destroyed.
+ */
+export interface IpsetGrow {
+  spec: IpsetSetSpec;
+  temp: string;
+  entries: string[];
+  /** The capacity the set had. */
+  from: number;
+}
+
 /** Ordered kernel changes. Apply order: sets, entries, addresses, IPVS ops (as listed), address and entry deletions. */
 export interface Plan {
   /** Services added/updated, then destinations added/updated, then destinations deleted, then services deleted. */
   ipvs: IpvsOp[];
+  /** Owned sets to create, sized for their entries (sizedSpec). */
   ipsetCreate: IpsetSetSpec[];
+  /** Owned sets to replace by larger ones (before any entry is added). */
+  ipsetGrow: IpsetGrow[];
   ipsetAdd: Map<string, string[]>;
   ipsetDel: Map<string, string[]>;
   addressAdd: string[];
@@ -86,6 +106,7 @@ function emptyCounts(): PlanCounts {
     updateDestination: 0,
     deleteDestination: 0,
     ipsetCreate: 0,
+    ipsetGrow: 0,
     ipsetAdd: 0,
     ipsetDel: 0,
     addressAdd: 0,
@@ -235,16 +256,26 @@ export function plan(index: DesiredIndex, observed: ObservedState, scope: Desire
   for (const id of graceful.draining.keys()) vsIds.add(id);
   for (const id of vsIds) p.virtualServer(id);
 
-  // ipsets: owned sets missing from the kernel are created and filled with every wanted entry.
+  // ipsets: owned sets missing from the kernel are created, sized for and filled with every wanted
+  // entry; those that the wanted entries would fill (past mustGrow) are replaced by larger copies.
+  // Every plan looks (a map size per set): a partial sync's entries are what fills a set.
   const ipsetCreate: IpsetSetSpec[] = [];
+  const ipsetGrow: IpsetGrow[] = [];
   const ipsetAdd = new Map<string, string[]>();
   const ipsetDel = new Map<string, string[]>();
   const created = new Set<string>();
   for (const { spec } of opts.ownedSets ?? []) {
-    if (observed.ipsets.has(spec.name)) continue;
-    ipsetCreate.push(spec);
+    const wanted = index.ipsetEntries(spec.name);
+    if (observed.ipsets.has(spec.name)) {
+      const capacity = observed.ipsetCapacity.get(spec.name) ?? spec.maxElem ?? MIN_MAXELEM;
+      if (spec.type === 'bitmap:port' || !mustGrow(wanted.size, capacity)) continue;
+      ipsetGrow.push({ spec: sizedSpec(spec, wanted.size), temp: growName(spec.name), entries: [...wanted.keys()], from: capacity });
+      created.add(spec.name);
+      continue;
+    }
+    ipsetCreate.push(sizedSpec(spec, wanted.size));
     created.add(spec.name);
-    for (const e of index.ipsetEntries(spec.name).keys()) push(ipsetAdd, spec.name, e);
+    for (const e of wanted.keys()) push(ipsetAdd, spec.name, e);
   }
   const compareEntry = (set: string, e: string, have: ReadonlySet<string> | undefined): void => {
     const want = index.hasIpsetEntry(set, e);
@@ -285,16 +316,17 @@ export function plan(index: DesiredIndex, observed: ObservedState, scope: Desire
   const { ipvs, draining } = p.finish();
   const counts = p.counts;
   counts.ipsetCreate = ipsetCreate.length;
+  counts.ipsetGrow = ipsetGrow.length;
   for (const l of ipsetAdd.values()) counts.ipsetAdd += l.length;
   for (const l of ipsetDel.values()) counts.ipsetDel += l.length;
   counts.addressAdd = addressAdd.length;
   counts.addressDel = addressDel.length;
-  return { ipvs, ipsetCreate, ipsetAdd, ipsetDel, addressAdd, addressDel, draining, counts };
+  return { ipvs, ipsetCreate, ipsetGrow, ipsetAdd, ipsetDel, addressAdd, addressDel, draining, counts };
 }
 
 /** True when the plan changes nothing (draining bookkeeping without ops aside). */
 export function isEmptyPlan(p: Plan): boolean {
-  return p.ipvs.length === 0 && p.ipsetCreate.length === 0 && p.ipsetAdd.size === 0 && p.ipsetDel.size === 0 && p.addressAdd.length === 0 && p.addressDel.length === 0;
+  return p.ipvs.length === 0 && p.ipsetCreate.length === 0 && p.ipsetGrow.length === 0 && p.ipsetAdd.size === 0 && p.ipsetDel.size === 0 && p.addressAdd.length === 0 && p.addressDel.length === 0;
 }
 
 /** A plan as text, for --dry-run. */
@@ -302,6 +334,7 @@ export function formatPlan(p: Plan): string {
   const lines = [
     ...p.ipvs.map((op) => `ipvs ${op.kind} ${JSON.stringify('destination' in op ? { service: op.service, destination: op.destination } : op.service)}`),
     ...p.ipsetCreate.map((s) => `ipset create ${s.name} ${s.type}`),
+    ...p.ipsetGrow.map((g) => `ipset grow ${g.spec.name} maxelem ${g.from} -> ${g.spec.maxElem} (${g.entries.length} entries)`),
     ...[...p.ipsetAdd].flatMap(([set, entries]) => entries.map((e) => `ipset add ${set} ${e}`)),
     ...[...p.ipsetDel].flatMap(([set, entries]) => entries.map((e) => `ipset del ${set} ${e}`)),
     ...p.addressAdd.map((a) => `address add ${a}`),

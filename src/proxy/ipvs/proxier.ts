@@ -26,10 +26,10 @@ import { applyPlan, type ApplyResult } from './apply.js';
 import { desiredForService } from './desired.js';
 import { GracefulState, refreshDraining } from './graceful.js';
 import { DesiredIndex, emptyDelta, mergeDelta, type DesiredDelta } from './desired-index.js';
-import { OWNED_SETS, SET, setName } from './ipsets.js';
+import { capacityOf, GROW_PREFIX, OWNED_SETS, SET, setName } from './ipsets.js';
 import { IptablesKeeper, type FamilyRules } from './iptables-keeper.js';
 import { differing, takeHandoff, writeHandoff } from './handoff.js';
-import { emptyObserved, readObserved } from './observe.js';
+import { emptyObserved, isOwnedSetName, readObserved } from './observe.js';
 import { formatPlan, plan, type Plan } from './plan.js';
 import { ipvsModeRules, lbNoNodeAccess } from './rules.js';
 import { applySysctls, ipvsSysctls } from './sysctl.js';
@@ -275,9 +275,15 @@ export class IpvsProxier {
     await this.queue.run(async () => {
       if (!this.started) await this.prepare();
       this.observed = emptyObserved();
-      // Sets that exist are known to exist (their entries are read by the verification); the
-      // plan creates the owned ones that do not.
-      for (const name of await this.o.clients.ipset.listNames()) if (name.startsWith('KUBE-')) this.observed.ipsets.set(name, new Set());
+      // Sets that exist are known to exist, and their sizes (their entries are read by the
+      // verification); the plan creates the owned ones that do not.
+      for (const h of await this.o.clients.ipset.listHeaders()) {
+        if (h.name.startsWith(GROW_PREFIX)) await this.o.clients.ipset.destroy(h.name, { exist: true }); // a copy a dead daemon left half-built
+        if (!isOwnedSetName(h.name)) continue;
+        this.observed.ipsets.set(h.name, new Set());
+        const capacity = capacityOf(h);
+        if (capacity !== null) this.observed.ipsetCapacity.set(h.name, capacity);
+      }
       this.nodePortAddresses = await this.readNodePortAddresses();
       changed = this.tracker.takeChanged();
       for (const key of changed) this.update(key);
@@ -395,6 +401,7 @@ export class IpvsProxier {
   /** Applies a plan; keeps what failed for the next sync (retry scope) or the next full sync (refusals). */
   private async applyFor(p: Plan, scope: DesiredDelta | 'full'): Promise<ApplyResult> {
     const result = await applyPlan(p, { ...this.o.clients, dummyName: this.o.dummyName }, this.observed!);
+    for (const g of result.grown) this.o.logger.info(g, 'ipset grown ahead of need (a larger copy swapped in)');
     mergeDelta(this.retryScope, result.retryScope);
     if (result.linkMissing) this.linkMissing = true;
     const refused = result.refused;
@@ -448,10 +455,17 @@ export class IpvsProxier {
     this.countKernelOps(result);
   }
 
-  /** Adds what an apply (a sync's or a verification's repair) did to the kernel-op counters. */
+  /** Adds what an apply (a sync's or a verification's repair) did to the kernel-op counters, and the sets' sizes. */
   private countKernelOps(result: ApplyResult): void {
     const m = this.o.metrics;
     if (!m) return;
+    const o = this.observed!;
+    const sizes = OWNED_SETS.flatMap(({ spec: { name } }) => {
+      const have = o.ipsets.get(name);
+      const maxElem = o.ipsetCapacity.get(name);
+      return have && maxElem !== undefined ? [{ set: name, entries: have.size, maxElem }] : [];
+    });
+    m.setIpsetSizes(sizes);
     m.countKernelOps('ipvs', 'ok', result.counts.ipvsOps);
     m.countKernelOps('ipset', 'ok', result.counts.ipsetEntries);
     m.countKernelOps('address', 'ok', result.counts.addresses);

@@ -56,6 +56,8 @@ export type DestinationId = string;
 export interface ObservedState {
   virtualServers: Map<VirtualServerId, { service: VirtualService; destinations: Map<DestinationId, Destination & { activeConns?: number; inactiveConns?: number }> }>;
   ipsets: Map<string, Set<string>>;
+  /** What each set can hold (maxelem; a bitmap's range size) as created or listed; absent: not known yet. */
+  ipsetCapacity: Map<string, number>;
   addresses: Set<string>;
   /** The last iptables restore input per table, to skip identical restores. */
   iptables: Map<string, string>;

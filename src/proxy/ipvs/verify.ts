@@ -10,7 +10,7 @@ import { destinationId, observedDestination, serviceId, type DestinationStatus, 
 import type { LinkClient } from '../../kernel/link.js';
 import { emptyDelta, mergeDelta, sameDestination, sameService, type DesiredDelta, type DesiredIndex } from './desired-index.js';
 import type { IptablesKeeper, FamilyRules } from './iptables-keeper.js';
-import { OWNED_SETS } from './ipsets.js';
+import { capacityOf, OWNED_SETS } from './ipsets.js';
 import { element } from './observe.js';
 import type { ObservedState, VirtualServerId } from './types.js';
 
@@ -149,7 +149,9 @@ export function foldDestinations(
 
 /**
  * Folds one ipset as read (null: the set is missing) into `observed`; marks the entries that
- * differ from observed, and the wanted ones the kernel lacks.
+ * differ from observed, and the wanted ones the kernel lacks. `capacity` (capacityOf) as read
+ * only raises the observed one: a partial sync may have grown the set since the read, and a
+ * smaller set made by someone else shows as IPSET_ERR_HASH_FULL on an add (apply.ts).
  */
 export function foldSet(
   observed: ObservedState,
@@ -158,10 +160,13 @@ export function foldSet(
   wanted: ReadonlyMap<string, number>,
   touched: DesiredDelta,
   fold: Fold,
+  capacity: number | null = null,
 ): void {
   const had = observed.ipsets.get(set);
   const skip = touched.ipsetEntries.get(set);
+  if (capacity !== null && (observed.ipsetCapacity.get(set) ?? 0) < capacity) observed.ipsetCapacity.set(set, capacity);
   if (entries === null) {
+    observed.ipsetCapacity.delete(set);
     if (!had) return;
     observed.ipsets.delete(set); // the plan re-creates and fills an owned set
     fold.ipsetEntries.set(set, new Set(had));
@@ -352,16 +357,16 @@ export class Verifier {
         await step('destinations', () => h.read.ipvs.listDestinationsMany(chunk), (dests, touched, f) => foldDestinations(h.observed(), chunk, dests, unread, touched, f));
       }
       for (const set of new Set([...OWNED_SETS.map((s) => s.spec.name), ...h.index.allSets()])) {
-        const list = async (): Promise<string[] | null> => {
+        const list = async (): Promise<{ entries: string[]; capacity: number | null } | null> => {
           try {
             const [info] = await h.read.ipset.list(set);
-            return info ? info.entries.map(element) : null;
+            return info ? { entries: info.entries.map(element), capacity: capacityOf(info) } : null;
           } catch (e) {
             if (isNotFound(e)) return null;
             throw e;
           }
         };
-        await step(`set:${set}`, list, (entries, touched, f) => foldSet(h.observed(), set, entries, h.index.ipsetEntries(set), touched, f));
+        await step(`set:${set}`, list, (read, touched, f) => foldSet(h.observed(), set, read?.entries ?? null, h.index.ipsetEntries(set), touched, f, read?.capacity ?? null));
       }
       const addrs = (): Promise<string[]> => h.read.link.listAddresses(h.dummyName).catch((e) => (isNotFound(e) ? [] : Promise.reject(e)));
       await step('addresses', addrs, (list, touched, f) => foldAddresses(h.observed(), list, h.index.addresses(), touched, f));

@@ -184,6 +184,17 @@ export function ipsetSuite(where: string): void {
       await expect(client.list('c')).rejects.toMatchObject({ code: 'ENOENT' });
     });
 
+    it('listHeaders: every set with its sizes and no entries, as `ipset list -t` prints them', async () => {
+      await ipset(['restore'], 'create h1 hash:ip,port family inet hashsize 2048 maxelem 131072\nadd h1 10.0.0.1,tcp:80\ncreate h2 bitmap:port range 0-65535\nadd h2 80\n');
+      const headers = await client.listHeaders();
+      expect(headers.map((h) => [h.name, h.type, h.maxElem, h.range, h.entries])).toEqual([
+        ['h1', 'hash:ip,port', 131072, null, []],
+        ['h2', 'bitmap:port', null, { from: 0, to: 65535 }, []],
+      ]);
+      const text = await ipset(['list', '-t', 'h1']);
+      expect(text).toContain(`hashsize ${headers[0]!.hashSize} maxelem 131072`);
+    });
+
     it('validates before any I/O', async () => {
       await expect(client.create({ name: 'x'.repeat(32), type: 'hash:ip' })).rejects.toBeInstanceOf(ValidationError);
       await expect(client.create({ name: 'p', type: 'bitmap:port' })).rejects.toThrow(/range: bitmap:port needs a range/);
