@@ -89,8 +89,9 @@ const runners = {
   },
 
   async uml(passthrough) {
-    if (!findUmlKernel()) throw new Error(`${process.env.KIP_UML_KERNEL || "the UML kernel"} not found: see test/harness/uml-kernel.mjs`);
-    const r = await runInUml({ command: [process.execPath, ...vitestArgs('uml', passthrough)], cwd: ROOT, timeoutMs: UML_TIMEOUT_MS });
+    if (!findUmlKernel()) throw new Error(`${process.env.KIP_UML_KERNEL || "linux.uml"} not found: the uml phase needs the Debian package user-mode-linux`);
+    // 2G: the control-plane tests run etcd, kube-apiserver and kube-controller-manager in the same boot.
+    const r = await runInUml({ command: [process.execPath, ...vitestArgs('uml', passthrough)], cwd: ROOT, timeoutMs: UML_TIMEOUT_MS, mem: '2G' });
     process.stdout.write(`[uml] boot ${(r.bootMs / 1000).toFixed(1)} s, total ${(r.totalMs / 1000).toFixed(1)} s\n`);
     if (r.timedOut) throw new Error(`UML timed out after ${UML_TIMEOUT_MS / 1000} s (KIP_UML_TIMEOUT_S)`);
     return r.code;

@@ -2,13 +2,13 @@
 // Boots User-Mode Linux over the host filesystem (hostfs) and runs one command inside it.
 // CLI: node test/harness/uml.mjs [--timeout SEC] [--mem SIZE] [--cwd DIR] [--autoload] -- <command...>
 import { spawn, execFileSync } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { createHash } from 'node:crypto';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { installUml, installedUml } from './uml-kernel.mjs';
 
 const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const DEBIAN_MODULES = '/usr/lib/uml/modules';
@@ -121,13 +121,37 @@ function umlMemDir() {
 
 /**
  * Finds the UML kernel and its modules: $KIP_UML_KERNEL (must exist; modules from
- * $KIP_UML_MODULES_DIR or Debian's folder), else the one uml-kernel.mjs installs (installing it
- * on first use); null if none.
+ * $KIP_UML_MODULES_DIR or Debian's folder), else Debian's linux.uml on PATH; null if none.
  */
 export function findUml() {
+  const modules = process.env.KIP_UML_MODULES_DIR ?? DEBIAN_MODULES;
   const forced = process.env.KIP_UML_KERNEL;
-  if (forced) return existsSync(forced) ? { kernel: forced, modules: process.env.KIP_UML_MODULES_DIR ?? DEBIAN_MODULES } : null;
-  return installedUml() ?? installUml();
+  if (forced) return existsSync(forced) ? { kernel: forced, modules } : null;
+  try {
+    const kernel = execFileSync('sh', ['-c', 'command -v linux.uml'], { encoding: 'utf8' }).trim();
+    return kernel ? { kernel, modules } : null;
+  } catch {
+    return null;
+  }
+}
+
+const SHIM_SOURCE = join(dirname(fileURLToPath(import.meta.url)), 'uml-xstate/xstate-shim.c');
+
+/**
+ * The LD_PRELOAD shim that lets Debian's UML run on hosts whose XSAVE area is larger than UML's
+ * (AVX-512, AMX; see its source), compiled once per source into a cache outside the checkout.
+ */
+export function xstateShim() {
+  const src = readFileSync(SHIM_SOURCE);
+  const hash = createHash('sha256').update(src).digest('hex').slice(0, 12);
+  const lib = join(process.env.KIP_TOOLS_CACHE ?? join(homedir(), '.cache', 'kube-ipvs-proxy'), `uml-xstate-${hash}.so`);
+  if (!existsSync(lib)) {
+    mkdirSync(dirname(lib), { recursive: true });
+    const tmp = `${lib}.${process.pid}`;
+    execFileSync('cc', ['-O2', '-shared', '-fPIC', '-o', tmp, SHIM_SOURCE, '-ldl']);
+    renameSync(tmp, lib);
+  }
+  return lib;
 }
 
 /** The UML kernel's path (findUml), or null. */
@@ -166,8 +190,8 @@ export async function runInUml({ command, cwd = REPO_ROOT, env = {}, timeoutMs =
   const kernel = uml?.kernel;
   const MODULES_DIR = uml?.modules;
   if (!command || command.length === 0) throw new Error('runInUml: no command');
-  if (!kernel) throw new Error(`${process.env.KIP_UML_KERNEL || 'linux.uml'} not found: run node test/harness/uml-kernel.mjs`);
-  if (!existsSync(MODULES_DIR)) throw new Error(`${MODULES_DIR} missing: run node test/harness/uml-kernel.mjs`);
+  if (!kernel) throw new Error(`${process.env.KIP_UML_KERNEL || 'linux.uml'} not found: install the Debian package user-mode-linux`);
+  if (!existsSync(MODULES_DIR)) throw new Error(`${MODULES_DIR} missing: install the Debian package user-mode-linux`);
   raiseMaxMapCount();
   const started = Date.now();
   const dir = mkdtempSync(join(tmpdir(), 'kip-uml-'));
@@ -181,7 +205,7 @@ export async function runInUml({ command, cwd = REPO_ROOT, env = {}, timeoutMs =
   const args = [`mem=${mem}`, 'root=/dev/root', 'rootfstype=hostfs', 'rootflags=/', 'rw', `init=${join(dir, 'init.sh')}`,
     'con=null', 'con0=fd:0,fd:1', 'ssl=null', 'quiet', `umid=${umid}`, `uml_dir=${join(dir, 'uml')}`];
   const bootLog = openSync(join(dir, 'boot.log'), 'w');
-  const child = spawn(kernel, args, { detached: true, stdio: ['ignore', bootLog, bootLog], env: { PATH, TMPDIR: umlMemDir() } });
+  const child = spawn(kernel, args, { detached: true, stdio: ['ignore', bootLog, bootLog], env: { PATH, TMPDIR: umlMemDir(), LD_PRELOAD: xstateShim() } });
   closeSync(bootLog);
 
   // If this process dies without running its handlers (SIGKILL), its end of the watchdog's stdin
