@@ -1,6 +1,5 @@
 // The daemon: pick the mode, open the kernel clients, start the source, servers and runner.
 
-import { codeCacheStats } from './code-cache.js';
 import type { Config } from './config.js';
 import { BACKGROUND_NICE, spawnExec } from './kernel/exec.js';
 import { NetlinkIpsetClient } from './kernel/ipset/client.js';
@@ -167,9 +166,7 @@ async function runWithSource(config: Config, logger: Logger, nodeName: string, {
           dummyName: DEFAULT_DUMMY_LINK,
           clients: { ipvs: chosen.ipvs, ipset: await NetlinkIpsetClient.open().catch(() => null), link: NetlinkLinkClient.open(), iptables: await ipts },
         });
-  // How many of the files loaded so far came from the code cache (refused: made by another node binary or V8 flags, or the file changed since).
-  const cache = codeCacheStats();
-  logger.info({ nodeName, mode, source: config.manifests ?? 'kubernetes', ...(cache ? { codeCache: `used ${cache.used}, refused ${cache.refused}` } : {}) }, 'starting');
+  logger.info({ nodeName, mode, source: config.manifests ?? 'kubernetes' }, 'starting');
 
   if (config.once || config.dryRun) {
     held.attach(proxier.handler(() => {}));

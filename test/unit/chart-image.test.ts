@@ -313,32 +313,10 @@ describe('Dockerfile', () => {
       expect(text.startsWith('"use strict";\n'), f).toBe(true);
       expect(text, f).not.toMatch(/^(?:import|export)\b/m);
       expect(text, f).not.toMatch(/\bimport\.meta\b/);
-      // import() only in import.js (a package's): the code cache's loader leaves such a file to node.
+      // import() only in import.js (a package's).
       if (f !== 'import.js') expect(text, f).not.toMatch(/\bimport\(\s*["']/);
     }
     expect(readFileSync(join(dir, 'main.js'), 'utf8')).toMatch(/__importRequire\("\.\/chunk-[A-Z0-9]+\.js"\)\)\.startSource\(/);
-  });
-
-  it('the code cache (src/code-cache.ts): cli.js installs the loader, then runs main.js; the training runs left a .cache beside what the start-up loads, and node takes them', () => {
-    const dir = join(ROOT, 'dist/bin');
-    const cli = readFileSync(join(dir, 'cli.js'), 'utf8');
-    expect(cli.indexOf('require("./code-cache.js").useCodeCache(__dirname')).toBeGreaterThan(0);
-    expect(cli.indexOf('require("./code-cache.js")')).toBeLessThan(cli.indexOf('require("./main.js").runAsEntryPoint()'));
-    const caches = readdirSync(dir).filter((n) => n.endsWith('.cache'));
-    for (const c of caches) expect(existsSync(join(dir, c.slice(0, -'.cache'.length))), c).toBe(true);
-    expect(caches).toContain('main.js.cache');
-    expect(caches).not.toContain('cli.js.cache');
-    expect(caches).not.toContain('import.js.cache');
-    // The API source's chunk (KubernetesSource), which the first list request comes from.
-    const api = readdirSync(dir).find((n) => n.endsWith('.js') && readFileSync(join(dir, n), 'utf8').includes('kubernetes: starting informers'));
-    expect(caches).toContain(`${api}.cache`);
-    // What the start-up requires before its first list request: main.js and its chunks, then start.ts's and the API source's.
-    const script = `const d = ${JSON.stringify(dir)}; const cc = require(d + '/code-cache.js'); cc.useCodeCache(d); require(d + '/main.js'); require(d + '/${api}'); process.stdout.write(JSON.stringify(cc.codeCacheStats()));`;
-    const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 20_000 });
-    expect(r.status, r.stderr).toBe(0);
-    const stats = JSON.parse(r.stdout) as { used: number; refused: number };
-    expect(stats.refused).toBe(0);
-    expect(stats.used).toBeGreaterThanOrEqual(5);
   });
 
   it('the built entry point starts and prints its help (node dist/bin/cli.js --help)', () => {
