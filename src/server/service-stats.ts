@@ -1,7 +1,7 @@
 // Traffic per Service port from IPVS's own counters (STATS64), summed over the port's virtual
 // servers: used by `inspect --stats` and, behind --metrics-service-stats, exported to Prometheus
 // from one cached dump per period (a scrape never triggers more than one dump per period).
-import { Counter, Gauge, type Registry } from './prom.js';
+import { Counter, Gauge, type Registry } from 'prom-client';
 
 import type { ServiceWithDestinations } from '../kernel/ipvs/client.js';
 import { serviceId, type IpvsStats, type ServiceKey } from '../kernel/ipvs/types.js';
