@@ -14,7 +14,7 @@ import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 import { ConfigError, formatHelp, parseArgs } from './config.js';
-import { parseVip } from './config/args.js';
+import { checkReadable, parseVip } from './config/args.js';
 import type { InspectSources } from './inspect.js';
 import { openLogger } from './log.js';
 import { withNodeLock, type NodeLockError } from './lock.js';
@@ -35,10 +35,11 @@ const processIo: CliIo = {
 export async function main(argv: readonly string[], io: CliIo = processIo): Promise<number> {
   let parsed;
   try {
-    parsed = parseArgs(argv);
+    parsed = parseArgs(argv, { checkPath: checkReadable });
   } catch (e) {
     if (!(e instanceof ConfigError)) throw e;
-    io.stderr(`kube-ipvs-proxy: invalid configuration:\n${e.issues.map((i) => `  ${i}`).join('\n')}\n`);
+    const [only] = e.issues;
+    io.stderr(e.issues.length === 1 ? `kube-ipvs-proxy: invalid configuration: ${only}\n` : `kube-ipvs-proxy: invalid configuration:\n${e.issues.map((i) => `  ${i}`).join('\n')}\n`);
     return 2;
   }
   if (parsed.help) {

@@ -170,15 +170,18 @@ async function runWithSource(config: Config, logger: Logger, nodeName: string, {
 
   if (config.once || config.dryRun) {
     held.attach(proxier.handler(() => {}));
-    await synced;
     let code = 0;
-    try {
-      await proxier.sync({ full: true });
-    } catch (e) {
-      logger.error({ err: e instanceof Error ? e.message : String(e) }, 'sync failed');
-      code = 1;
+    if (!(await sourceStarted(synced, config, logger))) code = 1;
+    else {
+      try {
+        await proxier.sync({ full: true });
+      } catch (e) {
+        logger.error({ err: e instanceof Error ? e.message : String(e) }, 'sync failed');
+        code = 1;
+      }
     }
     await source.stop();
+    await serviceHealth.close(); // the sync opened the health-check node ports: open listeners would keep the process alive
     proxier.close();
     return code;
   }
@@ -215,24 +218,40 @@ async function runWithSource(config: Config, logger: Logger, nodeName: string, {
   const handler = proxier.handler(() => runner.run());
   events?.uidsFrom((service) => common.tracker.uidOf(service));
   held.attach(handler);
-  await synced;
-  runner.start();
-  runner.run();
-
-  await new Promise<void>((resolve) => {
-    const stop = (signal: string) => {
-      logger.info({ signal }, 'stopping; kernel rules stay in place');
-      resolve();
-    };
-    process.once('SIGTERM', () => stop('SIGTERM'));
-    process.once('SIGINT', () => stop('SIGINT'));
-  });
+  const started = await sourceStarted(synced, config, logger);
+  if (started) {
+    runner.start();
+    runner.run();
+    await new Promise<void>((resolve) => {
+      const stop = (signal: string) => {
+        logger.info({ signal }, 'stopping; kernel rules stay in place');
+        resolve();
+      };
+      process.once('SIGTERM', () => stop('SIGTERM'));
+      process.once('SIGINT', () => stop('SIGINT'));
+    });
+  }
   await runner.stop();
   await source.stop();
-  leave(common.tracker); // the API source's resume record for the next daemon (source/resume.ts)
+  if (started) leave(common.tracker); // the API source's resume record for the next daemon (source/resume.ts)
   events?.close();
   await Promise.all(servers.map((s) => s.stop()));
   await serviceHealth.close(); // health-check node port listeners would keep the process alive
   proxier.close();
-  return 0;
+  return started ? 0 : 1;
+}
+
+/**
+ * Waits for the source's initial lists; false (logged in one line) when it could not start: an
+ * unreadable manifest path, a kubeconfig naming a file that cannot be read, no API server configured.
+ */
+async function sourceStarted(synced: Promise<void>, config: Config, logger: Logger): Promise<boolean> {
+  try {
+    await synced;
+    return true;
+  } catch (e) {
+    const source = config.manifests !== undefined ? `--manifests ${config.manifests}` : config.kubeconfig !== undefined ? `--kubeconfig ${config.kubeconfig}` : 'kubernetes';
+    logger.error({ source, err: e instanceof Error ? e.message : String(e) }, 'the source cannot start; exiting');
+    return false;
+  }
 }

@@ -1,6 +1,6 @@
 // parseArgs: kube-proxy-style command line (+ optional --config file) → command and Config.
 
-import { readFileSync } from 'node:fs';
+import { accessSync, constants, readFileSync, statSync } from 'node:fs';
 import { toList } from './convert.js';
 import { parseKubeProxyConfiguration } from './file.js';
 import { FLAG_DEFS, UNSUPPORTED_KUBE_PROXY_FLAGS, findFlag, suggestFlag, type FlagDef } from './flags.js';
@@ -36,6 +36,45 @@ export interface InspectFlags {
 export interface ParseArgsOptions {
   /** Reads the --config file (default: fs.readFileSync as UTF-8). */
   readFile?: (path: string) => string;
+  /**
+   * Checks the files the daemon (`run`) will read, --kubeconfig (a file) and --manifests (a file or
+   * directory): returns why one cannot be read, or null. Default: no check (the CLI passes checkReadable).
+   */
+  checkPath?: (path: string, kind: PathKind) => string | null;
+}
+
+/** What a path setting must name. */
+export type PathKind = 'file' | 'file-or-dir';
+
+/** The path settings checkPath looks at. */
+const PATH_SETTINGS = [['kubeconfig', 'file'], ['manifests', 'file-or-dir']] as const;
+
+const ERRNO_TEXT: Readonly<Record<string, string>> = {
+  ENOENT: 'no such file or directory',
+  EACCES: 'permission denied',
+  EPERM: 'operation not permitted',
+  ENOTDIR: 'a component of the path is not a directory',
+  ELOOP: 'too many symbolic links',
+  ENAMETOOLONG: 'name too long',
+};
+
+/** checkPath on the real filesystem: the path exists, has the kind asked for, and can be read (a directory: listed). */
+export function checkReadable(path: string, kind: PathKind): string | null {
+  try {
+    const st = statSync(path);
+    if (st.isDirectory()) {
+      if (kind === 'file') return `${path} is a directory, not a file`;
+      accessSync(path, constants.R_OK | constants.X_OK);
+    } else if (!st.isFile()) {
+      return `${path} is not a regular file`;
+    } else {
+      accessSync(path, constants.R_OK);
+    }
+    return null;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return `cannot read ${path}: ${(code !== undefined && ERRNO_TEXT[code]) || (err as Error).message}`;
+  }
 }
 
 const COMMANDS: readonly Command[] = ['run', 'inspect', 'cleanup'];
@@ -78,6 +117,13 @@ export function parseArgs(argv: readonly string[], options: ParseArgsOptions = {
       const path = iss.path.join('.');
       const label = merged.describe(iss.path) ?? DEFAULT_LABELS.get(path) ?? DEFAULT_LABELS.get(`${modeOf(merged)}.${path}`) ?? path;
       issues.push(`${label}: ${iss.message}`);
+    }
+  }
+  if (result.success && command === 'run' && options.checkPath) {
+    for (const [key, kind] of PATH_SETTINGS) {
+      const path = result.data[key];
+      const why = path === undefined ? null : options.checkPath(path, kind);
+      if (why !== null) issues.push(`${merged.describe([key]) ?? `--${key}`}: ${why}`);
     }
   }
   if (issues.length > 0 || !result.success) throw new ConfigError(issues);
