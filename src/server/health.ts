@@ -272,11 +272,16 @@ export class HttpServer {
   #listening = false;
   #starting: Promise<void> | undefined;
 
+  /**
+   * `family`: listen on `bind.host` of that family only (an IPv6 wildcard with IPV6_V6ONLY), not
+   * on both families as a wildcard host does by default.
+   */
   constructor(
     readonly what: string,
     readonly bind: HostPort,
     handler: (req: IncomingMessage, res: ServerResponse) => void,
     private readonly onError?: (err: Error) => void,
+    private readonly family?: 4 | 6,
   ) {
     this.#server = createServer(handler);
     this.#server.on('error', (err) => {
@@ -310,8 +315,8 @@ export class HttpServer {
       this.#server.once('error', onError).once('listening', onListening);
       // NOTE: a wildcard host listens on both families when it can, as Go's net.Listen does
       // for "0.0.0.0:port"; Node picks "::" (dual-stack) or falls back to 0.0.0.0 itself.
-      const host = isUnspecified(this.bind.host) ? undefined : this.bind.host;
-      this.#server.listen({ host, port: this.bind.port });
+      const host = this.family === undefined && isUnspecified(this.bind.host) ? undefined : this.bind.host;
+      this.#server.listen({ host, port: this.bind.port, ...(this.family === 6 ? { ipv6Only: true } : {}) });
     });
   }
 

@@ -1,9 +1,12 @@
 // Health-check node ports of externalTrafficPolicy: Local services, as kube-proxy's
-// pkg/proxy/healthcheck/service_health.go: one HTTP listener per port (and node address),
-// 200 while the service has local endpoints and the proxy is healthy, 503 otherwise.
+// pkg/proxy/healthcheck/service_health.go: one HTTP listener per port and node address, 200
+// while the service has local endpoints and the proxy is healthy, 503 otherwise. Each IP family
+// is opened (and fails) on its own, as kube-proxy's per-family proxiers do: a port something else
+// holds on an IPv6 address is reported for its Service while IPv4 clients are still answered.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
+import { ipFamily } from '../config/net.js';
 import type { ObjectError } from '../model/service.js';
 import { HttpServer, send, type ListenError } from './health.js';
 
@@ -36,9 +39,18 @@ export interface ServiceHealthOptions {
   hostname?: string;
 }
 
+/** The addresses of one IP family, opened (or closed) together. */
+interface Group {
+  family: 4 | 6;
+  hosts: string[];
+  /** The wildcard family listeners of the default: `family` only (no IPv4 on the IPv6 socket). */
+  exact: boolean;
+}
+
 interface Instance {
   target: ServiceHealthTarget;
-  servers: HttpServer[];
+  /** The listeners of each group that is open (by index into the groups). */
+  open: Map<number, HttpServer[]>;
 }
 
 /** kube-proxy's exact body: tab-indented JSON, no trailing newline. */
@@ -63,14 +75,18 @@ function splitName(service: string): [string, string] {
 
 /** The set of per-service health-check listeners; sync() makes it match the desired ports. */
 export class ServiceHealthServers {
-  readonly #addresses: readonly string[];
+  readonly #groups: readonly Group[];
   readonly #proxyHealth: { isHealthy(): boolean } | undefined;
   readonly #hostname: string;
   readonly #instances = new Map<number, Instance>();
   #queue: Promise<unknown> = Promise.resolve();
 
   constructor(options: ServiceHealthOptions = {}) {
-    this.#addresses = options.nodeAddresses?.length ? [...options.nodeAddresses] : ['0.0.0.0'];
+    const given = options.nodeAddresses ?? [];
+    const ofFamily = (f: 4 | 6): string[] => given.filter((a) => (ipFamily(a) === 6 ? 6 : 4) === f);
+    this.#groups = given.length
+      ? ([4, 6] as const).map((family) => ({ family, hosts: ofFamily(family), exact: false })).filter((g) => g.hosts.length > 0)
+      : [{ family: 4, hosts: ['0.0.0.0'], exact: true }, { family: 6, hosts: ['::'], exact: true }];
     this.#proxyHealth = options.proxyHealth;
     this.#hostname = options.hostname ?? '';
   }
@@ -86,9 +102,9 @@ export class ServiceHealthServers {
     return run;
   }
 
-  /** The ports being served, ascending. */
+  /** The ports being served (on at least one family), ascending. */
   ports(): number[] {
-    return [...this.#instances.keys()].sort((a, b) => a - b);
+    return [...this.#instances].filter(([, i]) => i.open.size > 0).map(([port]) => port).sort((a, b) => a - b);
   }
 
   /** What a served port currently reports, or undefined. */
@@ -107,44 +123,49 @@ export class ServiceHealthServers {
     for (const [port, inst] of this.#instances) {
       if (desired.has(port)) continue;
       this.#instances.delete(port);
-      closing.push(...inst.servers.map((s) => s.stop()));
+      for (const servers of inst.open.values()) closing.push(...servers.map((s) => s.stop()));
     }
     await Promise.all(closing);
 
     const opening: Promise<ServiceHealthError | null>[] = [];
     for (const [port, target] of desired) {
-      const inst = this.#instances.get(port);
+      let inst = this.#instances.get(port);
       if (inst) inst.target = { ...target };
-      else opening.push(this.#open(port, { ...target }));
+      else this.#instances.set(port, (inst = { target: { ...target }, open: new Map() }));
+      // A family that could not be opened is tried again on every sync (and reported while it fails).
+      this.#groups.forEach((group, g) => inst.open.has(g) || opening.push(this.#open(port, inst, g, group)));
     }
     return (await Promise.all(opening)).filter((e): e is ServiceHealthError => e !== null);
   }
 
-  async #open(port: number, target: ServiceHealthTarget): Promise<ServiceHealthError | null> {
-    const inst: Instance = { target, servers: [] };
+  async #open(port: number, inst: Instance, g: number, group: Group): Promise<ServiceHealthError | null> {
     const handler = (req: IncomingMessage, res: ServerResponse): void => this.#answer(inst, req, res);
+    const servers: HttpServer[] = [];
     try {
-      for (const host of this.#addresses) {
-        const server = new HttpServer('healthcheck', { host, port }, handler);
+      for (const host of group.hosts) {
+        const server = new HttpServer('healthcheck', { host, port }, handler, undefined, group.exact ? group.family : undefined);
         await server.start();
-        inst.servers.push(server);
+        servers.push(server);
       }
     } catch (err) {
-      // As kube-proxy: close what was opened so the next sync can retry the whole port.
-      await Promise.all(inst.servers.map((s) => s.stop()));
+      // As kube-proxy: close what this family opened so the next sync can retry it whole.
+      await Promise.all(servers.map((s) => s.stop()));
       const error = err as ListenError;
+      // A node without IPv6 (no IPv6 sockets at all) has no IPv6 health-check port to open.
+      if (group.exact && group.family === 6 && error.code === 'EAFNOSUPPORT') return null;
       const why = `${error.bindAddress}: ${error.reason}`;
       const node = this.#hostname ? `node ${this.#hostname} ` : '';
+      const { service } = inst.target;
       return {
-        object: `Service ${target.service}`,
+        object: `Service ${service}`,
         reason: `failed to start healthcheck on port ${port}: ${why}`,
-        service: target.service,
+        service,
         port,
         error,
-        message: `${node}failed to start healthcheck ${JSON.stringify(target.service)} on port ${port}: ${why}`,
+        message: `${node}failed to start healthcheck ${JSON.stringify(service)} on port ${port}: ${why}`,
       };
     }
-    this.#instances.set(port, inst);
+    inst.open.set(g, servers);
     return null;
   }
 

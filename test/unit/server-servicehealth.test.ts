@@ -145,6 +145,22 @@ describe('ServiceHealthServers', () => {
     await expect(fetch(`http://127.0.0.1:${port}/`)).rejects.toThrow();
   });
 
+  it('opens each IP family on its own: a port held on the IPv6 address fails that family only, reported and retried', async () => {
+    const s = servers({ nodeAddresses: ['127.0.0.1', '::1'], hostname: 'node-1' });
+    const port = await freePort();
+    const blocker = await occupy('::1', port);
+    const errors = await s.sync(want([port, 'ns/web', 1]));
+    expect(errors.map((e) => [e.object, e.reason])).toEqual([['Service ns/web', `failed to start healthcheck on port ${port}: [::1]:${port}: address already in use (EADDRINUSE)`]]);
+    expect(s.ports()).toEqual([port]);
+    expect((await probe(port)).status).toBe(200); // IPv4 clients are still answered
+    expect((await probe(port, '[::1]')).text).toBe('blocker');
+    // Reported again by every sync while it fails; opened by the first one after it is free.
+    expect(await s.sync(want([port, 'ns/web', 1]))).toHaveLength(1);
+    await blocker.close();
+    expect(await s.sync(want([port, 'ns/web', 1]))).toEqual([]);
+    expect(JSON.parse((await probe(port, '[::1]')).text)).toMatchObject({ service: { name: 'web' } });
+  });
+
   it('applies overlapping sync() calls in order, and close() releases every port', async () => {
     const s = servers();
     const [a, b] = [await freePort(), await freePort()];
