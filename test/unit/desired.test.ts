@@ -235,9 +235,10 @@ describe('desiredForService: session affinity and schedulers', () => {
     ['--ipvs-scheduler lc', { ipvs: { scheduler: 'lc' } }, {}, 'lc []'],
     ['annotation wins', { ipvs: { scheduler: 'lc' } }, { scheduler: 'sh', schedulerFlags: ['sh-fallback', 'sh-port'] }, 'sh [sh-fallback,sh-port]'],
     ['flags with affinity', {}, { scheduler: 'mh', schedulerFlags: ['mh-fallback'], sessionAffinitySeconds: 10 }, 'mh [persistent,mh-fallback]'],
-    ['--ipvs-scheduler mh adds mh-port as kube-proxy', { ipvs: { scheduler: 'mh' } }, {}, 'mh [mh-port]'],
-    ['annotated mh: no implicit flag', {}, { scheduler: 'mh' }, 'mh []'],
-    ['default sh with annotated sh flags', { ipvs: { scheduler: 'sh' } }, { schedulerFlags: ['sh-port'] }, 'sh [sh-port]'],
+    ['--ipvs-scheduler mh adds mh-port as kube-proxy, and mh-fallback', { ipvs: { scheduler: 'mh' } }, {}, 'mh [mh-fallback,mh-port]'],
+    ['annotated mh: mh-fallback only', {}, { scheduler: 'mh' }, 'mh [mh-fallback]'],
+    ['default sh with annotated sh flags, and sh-fallback', { ipvs: { scheduler: 'sh' } }, { schedulerFlags: ['sh-port'] }, 'sh [sh-fallback,sh-port]'],
+    ['annotated sh: sh-fallback always (a draining server must not refuse its hashed clients)', {}, { scheduler: 'sh' }, 'sh [sh-fallback]'],
   ] as const)('%s', (_n, config, o, want) => {
     const c = desiredForService(svc(o as Partial<ServicePortInfo>), [], ctx(config as ConfigInput));
     expect(vss(c)['tcp/10.96.0.10:80']!.split(' ').slice(0, 2).join(' ')).toBe(want);

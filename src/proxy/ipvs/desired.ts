@@ -31,12 +31,21 @@ function nodeAddresses(ctx: DesiredContext): Set<string> {
   return out;
 }
 
-/** The service flags: annotation flags, `persistent` with affinity, kube-proxy's mh-port for a default mh. */
+/**
+ * The service flags: annotation flags, `persistent` with affinity, kube-proxy's mh-port for a
+ * default mh, and sh-fallback / mh-fallback always for sh / mh.
+ */
 function flagsOf(svc: ServicePortInfo, scheduler: string): ServiceFlag[] {
   const flags: ServiceFlag[] = [...svc.schedulerFlags];
   if (svc.sessionAffinitySeconds !== null) flags.push('persistent');
   // kube-proxy sets IP_VS_SVC_F_SCHED2 (mh-port) whenever its scheduler is mh.
   if (svc.scheduler === null && scheduler === 'mh' && svc.schedulerFlags.length === 0) flags.push('mh-port');
+  // NOTE: a draining (weight-0) real server keeps its sh buckets (ip_vs_sh.c reassign gives it one
+  // per round) and its mh slots (ip_vs_mh.c builds from last_weight); without the fallback flag a
+  // client hashed to it gets "no destination available" although other servers are ready. The
+  // flag re-hashes only those clients; deleting the server instead would drop its open connections.
+  if (scheduler === 'sh') flags.push('sh-fallback');
+  if (scheduler === 'mh') flags.push('mh-fallback');
   return sortFlags(flags);
 }
 

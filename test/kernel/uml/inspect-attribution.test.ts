@@ -164,7 +164,7 @@ describe('inspect with the daemon running', () => {
         be(kept),
         { ...be(v, { weight: 0, activeConns: 1, state: 'draining', drainingSince: expect.any(Number) }), node: undefined, local: undefined },
       ].map((d) => Object.fromEntries(Object.entries(d).filter(([, x]) => x !== undefined))), owner('drain', 'ClusterIP', 'clusterIP')),
-      { ...tcp('10.96.0.53', 53, [be(1, { port: 5353 })], owner('dns', 'ClusterIP', 'clusterIP', { portName: 'dns', service: 'demo/dns:dns', protocol: 'udp', internalTrafficPolicy: 'Local', scheduler: 'sh', schedulerSource: 'annotation' })), protocol: 'udp', scheduler: 'sh' },
+      { ...tcp('10.96.0.53', 53, [be(1, { port: 5353 })], owner('dns', 'ClusterIP', 'clusterIP', { portName: 'dns', service: 'demo/dns:dns', protocol: 'udp', internalTrafficPolicy: 'Local', scheduler: 'sh', schedulerSource: 'annotation' })), protocol: 'udp', scheduler: 'sh', flags: ['sh-fallback'] },
     ]);
     expect(r.errors).toBeUndefined();
     expect(r.ipsets.map((x) => x.name)).toContain('KUBE-CLUSTER-IP');
