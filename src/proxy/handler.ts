@@ -37,6 +37,7 @@ export function trackerHandler(
       if (n) deps.health?.setNodeEligible(isNodeEligible(n));
       changed();
     },
+    // The one report of a rejected object or file (the sources leave it to the handler).
     onError: (e) => deps.logger.error({ object: e.object, reason: e.reason }, 'rejected object'),
     onSynced: () => deps.logger.info('sources synced'),
     onChanged: changed,

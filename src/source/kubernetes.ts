@@ -191,7 +191,6 @@ export class KubernetesSource implements ProxySource {
     const result = this.#validate!(kind, compact(raw));
     if (!result.ok) {
       const error = { object: name, reason: result.reason };
-      this.#opts.logger?.warn(error, 'kubernetes: object rejected');
       this.#rejected[kind].set(key, error);
       h.onError(error);
       return;

@@ -312,7 +312,6 @@ export class ManifestSource implements ProxySource {
 
   #report(error: ObjectError): void {
     if (this.#stopped) return;
-    this.#opts.logger?.warn(error, 'manifests: object rejected');
     this.#handler?.onError(error);
   }
 }

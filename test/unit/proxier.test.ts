@@ -8,7 +8,7 @@ import { FakeIpvsClient } from '../../src/kernel/ipvs/fake.js';
 import { FakeLinkClient } from '../../src/kernel/link.js';
 import { createLogger } from '../../src/log-json.js';
 import { nodeSchema } from '../../src/model/k8s-schemas.js';
-import { DRAIN_READ_DELAY_MS, IpvsProxier } from '../../src/proxy/ipvs/proxier.js';
+import { DRAIN_CHECK_INTERVAL_MS, DRAIN_READ_DELAY_MS, IpvsProxier } from '../../src/proxy/ipvs/proxier.js';
 import { ProxyHealth } from '../../src/server/health.js';
 import { ProxyMetrics } from '../../src/server/metrics.js';
 import type { SourceHandler } from '../../src/source/types.js';
@@ -71,7 +71,7 @@ describe('IpvsProxier', () => {
     expect(await metrics.expose()).toMatch(/kube_ipvs_proxy_virtual_servers 1\n/);
   });
 
-  it('one endpoint change costs its own ops: writes first, reads nothing, no iptables restore; the drain is counted after it', async () => {
+  it('one endpoint change costs its own ops: writes first, reads nothing, no iptables restore; the drain is counted (and the drained server deleted) after it', async () => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
     for (let i = 0; i < 50; i++) {
       handler.onService(`ns/s${i}`, svc(`s${i}`, `10.96.1.${i}`));
@@ -87,20 +87,54 @@ describe('IpvsProxier', () => {
     expect(ipvs.callLog).toEqual(['apply']);
     expect(iptables.restores).toBe(1);
     expect(ipvs.weights()['tcp/10.96.1.7:80']).toEqual({ '10.244.1.2:8080': 1, '10.244.2.2:8080': 1, '10.244.3.2:8080': 0, '10.244.4.2:8080': 1 });
-    // The server left draining is counted a little later, for the next sync.
+    // The server left draining is counted a little later; with no connections it is deleted then,
+    // in one write of its own, not by the next sync.
     await vi.advanceTimersByTimeAsync(DRAIN_READ_DELAY_MS - 1);
     expect(ipvs.callLog).toEqual(['apply']);
     await drainCountDue();
-    expect(ipvs.callLog).toEqual(['apply', 'listDestinations']);
+    expect(ipvs.callLog).toEqual(['apply', 'listDestinations', 'apply']);
+    expect(ipvs.log.map((op) => op.kind).slice(-1)).toEqual(['deleteDestination']);
+    expect(ipvs.weights()['tcp/10.96.1.7:80']).toEqual({ '10.244.1.2:8080': 1, '10.244.2.2:8080': 1, '10.244.4.2:8080': 1 });
 
-    // The next change's sync deletes the drained real server (counted with no connections) in its
-    // first and only write, before reading anything.
+    // Nothing drains any more: the next change's sync is its one write, and no count follows.
     ipvs.resetCounters();
     handler.onEndpointSlice('ns/s8-1', slice('s8', ['10.244.1.2', '10.244.2.2', '10.244.4.2']));
     await proxier.sync();
     expect(ipvs.callLog).toEqual(['apply']);
-    expect(ipvs.log.map((op) => op.kind)).toEqual(expect.arrayContaining(['deleteDestination', 'addDestination', 'updateDestination']));
-    expect(ipvs.weights()['tcp/10.96.1.7:80']).toEqual({ '10.244.1.2:8080': 1, '10.244.2.2:8080': 1, '10.244.4.2:8080': 1 });
+    await vi.advanceTimersByTimeAsync(DRAIN_READ_DELAY_MS + DRAIN_CHECK_INTERVAL_MS);
+    expect(ipvs.callLog).toEqual(['apply', 'listDestinations', 'apply']);
+    await proxier.drainingCounted();
+  });
+
+  it('a server draining with connections is counted every DRAIN_CHECK_INTERVAL_MS, only its virtual server, and deleted at the first count that finds it drained', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    for (let i = 0; i < 20; i++) {
+      handler.onService(`ns/s${i}`, svc(`s${i}`, `10.96.1.${i}`));
+      handler.onEndpointSlice(`ns/s${i}-1`, slice(`s${i}`, ['10.244.1.2', '10.244.2.2']));
+    }
+    await proxier.sync({ full: true });
+    ipvs.setConnections('tcp/10.96.1.3:80', '10.244.2.2:8080', 1);
+    handler.onEndpointSlice('ns/s3-1', slice('s3', ['10.244.1.2']));
+    await proxier.sync();
+    ipvs.resetCounters();
+    await drainCountDue();
+    for (let i = 0; i < 3; i++) {
+      await vi.advanceTimersByTimeAsync(DRAIN_CHECK_INTERVAL_MS);
+      await proxier.drainingCounted();
+    }
+    // Four counts (each one dump of the draining virtual server), no write while it has a connection.
+    expect(ipvs.callLog).toEqual(['listDestinations', 'listDestinations', 'listDestinations', 'listDestinations']);
+    expect(ipvs.weights()['tcp/10.96.1.3:80']).toEqual({ '10.244.1.2:8080': 1, '10.244.2.2:8080': 0 });
+    ipvs.setConnections('tcp/10.96.1.3:80', '10.244.2.2:8080', 0);
+    await vi.advanceTimersByTimeAsync(DRAIN_CHECK_INTERVAL_MS);
+    await proxier.drainingCounted();
+    expect(ipvs.callLog.slice(4)).toEqual(['listDestinations', 'apply']);
+    expect(ipvs.log.map((op) => op.kind)).toEqual(['deleteDestination']);
+    expect(ipvs.weights()['tcp/10.96.1.3:80']).toEqual({ '10.244.1.2:8080': 1 });
+    // Nothing drains: no more counts.
+    await vi.advanceTimersByTimeAsync(3 * DRAIN_CHECK_INTERVAL_MS);
+    expect(ipvs.callLog).toHaveLength(6);
+    proxier.close();
   });
 
   it('a burst of syncs that leave servers draining shares one count of them', async () => {
@@ -115,16 +149,18 @@ describe('IpvsProxier', () => {
       handler.onEndpointSlice(`ns/s${i}-1`, slice(`s${i}`, ['10.244.1.2', '10.244.5.2']));
       await proxier.sync();
     }
-    // Counted after each sync, the first service would have been read three times.
+    // Counted after each sync, the first service would have been read three times; the drained
+    // servers (no connections) are deleted in one write after the count.
     expect(ipvs.callLog).toEqual(['apply', 'apply', 'apply']);
     await drainCountDue();
-    expect(ipvs.callLog).toEqual(['apply', 'apply', 'apply', 'listDestinations', 'listDestinations', 'listDestinations']);
-    // Nothing drains any more once those are deleted: no count is due after that sync.
+    expect(ipvs.callLog).toEqual(['apply', 'apply', 'apply', 'listDestinations', 'listDestinations', 'listDestinations', 'apply']);
+    expect(Object.values(ipvs.weights()).flatMap((w) => Object.values(w))).not.toContain(0);
+    // Nothing drains any more: no count is due after the next sync.
     handler.onService('ns/s9', svc('s9', '10.96.1.9'));
     await proxier.sync();
-    expect(Object.values(ipvs.weights()).flatMap((w) => Object.values(w))).not.toContain(0);
     ipvs.resetCounters();
     await drainCountDue();
+    await vi.advanceTimersByTimeAsync(DRAIN_CHECK_INTERVAL_MS);
     expect(ipvs.callLog).toEqual([]);
   });
 

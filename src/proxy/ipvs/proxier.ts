@@ -111,6 +111,13 @@ export interface SyncReport {
  */
 export const DRAIN_READ_DELAY_MS = 200;
 
+/**
+ * While real servers drain, how often their connections are counted again (one dump per virtual
+ * server that drains, never the whole table) and the drained ones deleted: a real server goes
+ * within about this long of its last connection, not at the next sync.
+ */
+export const DRAIN_CHECK_INTERVAL_MS = 1000;
+
 /** The IPVS proxier; the daemon feeds it through handler() and calls sync() from the runner. */
 export class IpvsProxier {
   readonly tracker: ChangeTracker;
@@ -128,8 +135,12 @@ export class IpvsProxier {
   private lastVerify: VerifyReport | null = null;
   /** close() was called: a verification still reading fails on the closed sockets, as expected. */
   private closed = false;
-  /** The draining servers' count that is due (countDrainingSoon), until it starts. */
+  /** The timer of the draining servers' count that is due (countDrainingSoon), until it fires. */
+  private drainTimer: ReturnType<typeof setTimeout> | null = null;
+  /** The draining servers' count in flight (queued or running), if any. */
   private drainCount: Promise<void> | null = null;
+  /** The health-check ports the last sync could not open (reported with every report()). */
+  private healthErrors: ObjectError[] = [];
   /** The whole kernel was read once (adopted, or a full sync): observed is worth a handoff record at close(). */
   private whole = false;
   private requestSync: () => void = () => {};
@@ -346,9 +357,9 @@ export class IpvsProxier {
     this.countDrainingSoon();
     await this.iptables.sync(await this.rules(), full);
     phase('iptables');
-    const healthErrors = (await this.o.serviceHealth?.sync(this.index.healthChecks())) ?? [];
+    this.healthErrors = healthCheckErrors((await this.o.serviceHealth?.sync(this.index.healthChecks())) ?? []);
     phase('health');
-    this.report(result, healthCheckErrors(healthErrors));
+    this.report(result);
     const durationMs = this.now() - t0;
     const report: SyncReport = { full, durationMs, changedServices: changed.size, ops: p.counts, errors: result.errors.length, ...(result.drift.length ? { drift: result.drift.length } : {}), phases };
     const at = this.o.health?.now(); // one reading of the wall clock for metrics and health
@@ -361,28 +372,60 @@ export class IpvsProxier {
   }
 
   /**
-   * Counts the draining servers' connections DRAIN_READ_DELAY_MS from now, in the sync queue
-   * (refreshDraining: one dump per virtual server that drains), unless a count is already due.
+   * Counts the draining servers' connections `delayMs` from now, in the sync queue, unless a count
+   * is already due (syncs in a burst share one). Each count deletes the drained servers and, while
+   * some still drain, asks for the next one DRAIN_CHECK_INTERVAL_MS later.
    */
-  private countDrainingSoon(): void {
-    if (this.drainCount || this.graceful.draining.size === 0 || this.closed) return;
-    this.drainCount = new Promise<void>((resolve) => {
-      // Unref'd: after close() it fires into countDraining, which then does nothing.
-      setTimeout(() => resolve(this.queue.run(() => this.countDraining())), DRAIN_READ_DELAY_MS).unref();
-    });
+  private countDrainingSoon(delayMs = DRAIN_READ_DELAY_MS): void {
+    if (this.drainTimer || this.drainCount || this.graceful.draining.size === 0 || this.closed) return;
+    // Unref'd: a draining server never keeps --once's process alive; close() clears it.
+    this.drainTimer = setTimeout(() => {
+      this.drainTimer = null;
+      this.drainCount = this.queue.run(() => this.countDraining()).finally(() => {
+        this.drainCount = null;
+        this.countDrainingSoon(DRAIN_CHECK_INTERVAL_MS);
+      });
+    }, delayMs);
+    this.drainTimer.unref?.();
   }
 
+  /**
+   * refreshDraining (one dump per virtual server that drains), then, when a server drained or ran
+   * out of time, the plan of those virtual servers alone (no iptables, no health-check work): the
+   * drained ones are deleted now, not by the next sync (up to --ipvs-sync-period later).
+   */
   private async countDraining(): Promise<void> {
-    this.drainCount = null;
     if (this.closed || !this.observed) return;
     try {
-      await refreshDraining(this.o.clients.ipvs, this.observed, this.graceful);
+      const counted = await refreshDraining(this.o.clients.ipvs, this.observed, this.graceful);
+      if (counted.drained > 0 || this.drainTimedOut()) await this.deleteDrained();
     } catch (e) {
-      this.o.logger.warn({ err: e instanceof Error ? e.message : String(e) }, "counting the draining real servers' connections failed; the next sync's count tries again");
+      this.o.logger.warn({ err: e instanceof Error ? e.message : String(e) }, "counting the draining real servers' connections failed; the next count tries again");
     }
   }
 
-  /** Resolves once the draining servers' count that is due (if any) has been read. */
+  /** True when a draining server has reached --graceful-termination-timeout. */
+  private drainTimedOut(): boolean {
+    const now = Date.now();
+    const timeout = this.o.config.gracefulTerminationTimeoutMs;
+    for (const m of this.graceful.draining.values()) for (const e of m.values()) if (now - e.since >= timeout) return true;
+    return false;
+  }
+
+  /** Plans and applies the virtual servers that drain (plan() always compares them), in the sync queue. */
+  private async deleteDrained(): Promise<void> {
+    const t0 = this.now();
+    const scope = emptyDelta();
+    this.verifier.touch(scope, this.graceful.draining.keys()); // newer than a verification's read in flight
+    const p = this.planFor(scope);
+    const result = await this.applyFor(p, scope);
+    this.countKernelOps(result);
+    if (result.errors.length) this.report(result);
+    this.o.logger.info({ deleted: p.counts.deleteDestination, ops: p.ipvs.length, errors: result.errors.length, durationMs: Math.round(this.now() - t0) }, 'drained real servers deleted');
+    if (result.retry) this.requestSync();
+  }
+
+  /** Resolves once the draining servers' count that has started (if any) is done. */
   async drainingCounted(): Promise<void> {
     await this.drainCount;
   }
@@ -411,10 +454,10 @@ export class IpvsProxier {
     return result;
   }
 
-  private report(result: ApplyResult, extra: readonly ObjectError[] = []): void {
+  private report(result: ApplyResult): void {
     const transient = result.errors.filter((e) => !result.refused.includes(e));
     const owner = (vs: string) => this.index.virtualServers().get(vs)?.owner;
-    this.errors.report([...this.tracker.errors(), ...this.index.errors(), ...this.nodeErrors, ...kernelErrors([...this.refused, ...transient], owner), ...extra]);
+    this.errors.report([...this.tracker.errors(), ...this.index.errors(), ...this.nodeErrors, ...kernelErrors([...this.refused, ...transient], owner), ...this.healthErrors]);
   }
 
   /** The periodic verification (see Verifier); null when a read failed (logged; the next period tries again). */
@@ -501,6 +544,8 @@ export class IpvsProxier {
   close(): void {
     if (this.o.stateDir && this.whole && this.observed && !this.closed) writeHandoff(this.o.stateDir, this.observed);
     this.closed = true;
+    if (this.drainTimer) clearTimeout(this.drainTimer);
+    this.drainTimer = null;
     const c = this.o.clients;
     c.ipvs.close();
     c.ipset.close();

@@ -68,7 +68,7 @@ afterAll(async () => {
 });
 
 const rejected = (): Array<{ object: string; reason: string }> =>
-  d.log.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { msg: string; object: string; reason: string }).filter((l) => l.msg === 'manifests: object rejected');
+  d.log.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { msg: string; object: string; reason: string }).filter((l) => l.msg === 'rejected object');
 
 describe('one bad manifest file fails alone', () => {
   it('starts, programs the good Services, not the bad ones, and names each bad file once', () => {
@@ -82,6 +82,8 @@ describe('one bad manifest file fails alone', () => {
     expect(byObject).toEqual([f('b-bomb.yaml'), f('c-evil.yaml'), f('c-evil.yaml'), f('d-loop.yaml'), f('e-dir.yaml'), f('f-port.yaml')]);
     expect(rejected().find((e) => e.object.startsWith(f('c-evil.yaml')) && e.reason.startsWith('metadata.name'))?.reason).toMatch(/^metadata\.name: invalid value "evil\\n-A INPUT -j DROP": a DNS-1035 label/);
     expect(rejected().find((e) => e.object.startsWith(f('f-port.yaml')))?.reason).toBe('spec.ports[0].port: expected number, received string');
+    // One line for it in the whole log (not the source's warning and the proxy's error both).
+    expect(d.log.split('\n').filter((l) => l.includes(f('f-port.yaml')))).toHaveLength(1);
     expect(rules).not.toContain('10.96.7.67');
   });
 
