@@ -1,9 +1,9 @@
-// An in-memory IpvsClient that answers as the kernel does (ip_vs_ctl.c, as NetlinkIpvsClient
-// reports it: test/kernel/uml/ipvs.test.ts), with error injection, call/op counters and
-// settable connection counts, for unit tests of plan/apply/graceful termination.
+// An in-memory IpvsClient that answers as the kernel does (ip_vs_ctl.c), held to it by the case
+// table both run (test/kernel/lib/cases/ipvs-cases.ts), with error injection, call/op counters
+// and settable connection counts, for unit tests of plan/apply/graceful termination.
 import { constants as os } from 'node:os';
 
-import { canonicalIp, familyOf } from '../../model/ip.js';
+import { canonicalIp, familyOf, ipToBytes } from '../../model/ip.js';
 import { checkWith as check, NetlinkError, ValidationError } from '../errors.js';
 import { opObject, type IpvsClient, type IpvsOp, type IpvsResult, type ServiceWithDestinations } from './client.js';
 import { bitsToFlags, canonicalKey, flagsToBits } from './codec.js';
@@ -57,6 +57,19 @@ function validate(op: IpvsOp): void {
   else if (op.kind !== 'deleteService') check(destinationSchema, op.destination, name, 'destination');
 }
 
+/**
+ * True for a real-server address the kernel refuses (EINVAL): IPv4 0.0.0.0, 255.255.255.255 and
+ * multicast; IPv6 ::, multicast, link-local and v4-mapped. NOTE: ip_vs_new_dest() in ip_vs_ctl.c
+ * (inet_addr_type / ipv6_addr_type); the broadcast address of a local subnet is refused too,
+ * which the fake, having no interfaces, does not know.
+ */
+function unroutable(address: string): boolean {
+  const b = ipToBytes(address);
+  if (b.length === 4) return b.every((x) => x === 0) || b.every((x) => x === 255) || (b[0]! & 0xf0) === 0xe0;
+  const mapped = b.subarray(0, 10).every((x) => x === 0) && b[10] === 0xff && b[11] === 0xff;
+  return b.every((x) => x === 0) || b[0] === 0xff || (b[0] === 0xfe && (b[1]! & 0xc0) === 0x80) || mapped;
+}
+
 const keyOf = (k: ServiceKey): string => serviceId(canonicalKey(k));
 const destKeyOf = (d: DestinationKey): string => destinationId({ address: canonicalIp(d.address), port: d.port });
 
@@ -64,8 +77,9 @@ const destKeyOf = (d: DestinationKey): string => destinationId({ address: canoni
  * IpvsClient over an in-memory table with the kernel's answers: EEXIST on a duplicate service
  * or destination, ESRCH for an op on a missing service (including adding a destination to it),
  * ENOENT for a missing destination and for an unknown scheduler or persistence engine, ERANGE
- * for a lower threshold above the upper one, EINVAL for an IPv6 netmask of 0 and for a
- * destination of the other family that is not tunnelled. Flags read back as the kernel
+ * for a lower threshold above the upper one, EINVAL for an IPv6 netmask of 0, for a
+ * destination of the other family that is not tunnelled and for a real-server address the
+ * kernel cannot forward to (see unroutable). Flags read back as the kernel
  * reports them (named after the scheduler); addresses read back canonical.
  */
 export class FakeIpvsClient implements IpvsClient {
@@ -209,6 +223,7 @@ export class FakeIpvsClient implements IpvsClient {
     if (familyOf(d.address) !== svc.service.family && d.forward !== 'tunnel') return kernelError(op, 'EINVAL');
     if (d.lowerThreshold > d.upperThreshold) return kernelError(op, 'ERANGE');
     if (op.kind === 'addDestination' && dest) return kernelError(op, 'EEXIST');
+    if (op.kind === 'addDestination' && unroutable(d.address)) return kernelError(op, 'EINVAL');
     if (op.kind === 'updateDestination' && !dest) return kernelError(op, 'ENOENT');
     const next: DestinationStatus = {
       address: canonicalIp(d.address),
@@ -229,8 +244,9 @@ export class FakeIpvsClient implements IpvsClient {
     return { ...s.service, flags: [...s.service.flags], ...(options?.stats ? { stats: { ...ZERO_STATS } } : {}) };
   }
 
+  /** Newest first, as the kernel lists them (a new dest goes to the head of svc->destinations). */
   private destinations(s: FakeService, options?: ReadOptions): DestinationStatus[] {
-    return [...s.dests.values()].map((d) => ({ ...d, ...(options?.stats ? { stats: { ...ZERO_STATS } } : {}) }));
+    return [...s.dests.values()].reverse().map((d) => ({ ...d, ...(options?.stats ? { stats: { ...ZERO_STATS } } : {}) }));
   }
 
   async listServices(options?: ReadOptions): Promise<ServiceStatus[]> {

@@ -1,10 +1,12 @@
-// The IPVS client against a real IPVS kernel (UML), cross-checked both ways with ipvsadm.
+// The IPVS client against a real IPVS kernel (UML): the case table the fake runs too, and
+// cross-checks both ways with ipvsadm.
 import { execFileSync } from 'node:child_process';
 
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 
 import { INLINE_MAX_OPS, inlineBatch, NetlinkIpvsClient, throwFirstFailure, type IpvsClient, type IpvsOp } from '../../../src/kernel/ipvs/client.js';
 import type { Destination, VirtualService } from '../../../src/kernel/ipvs/types.js';
+import { IPVS_CASES, runIpvsCase } from '../lib/cases/ipvs-cases.js';
 import { assertIsolated } from '../lib/guard.js';
 import { normalize, parseSave, toRestoreLines, withThresholds, type SavedService } from '../lib/ipvsadm.js';
 
@@ -58,6 +60,10 @@ function opsFor(services: readonly SavedService[]): IpvsOp[] {
   ]);
 }
 
+describe('the IPVS case table (the fake runs it too: test/unit/fake-ipvs.test.ts)', () => {
+  it.each(IPVS_CASES.map((c) => [c.name, c] as const))('%s', (_name, c) => runIpvsCase(client, c));
+});
+
 describe('IPVS client against the kernel', () => {
   it('reports version and connection table size like ipvsadm', async () => {
     const info = await client.info();
@@ -81,48 +87,6 @@ describe('IPVS client against the kernel', () => {
     const withStats = await client.dumpAll({ stats: true });
     expect(withStats[0]!.stats).toMatchObject({ conns: 0, inBytes: 0 });
     expect(withStats[0]!.destinations[0]!.stats).toMatchObject({ conns: 0, outPkts: 0 });
-  });
-
-  it('edits services and destinations in place', async () => {
-    const svc = v4(80, 'rr');
-    throwFirstFailure(await client.apply([{ kind: 'addService', service: svc }, { kind: 'addDestination', service: svc, destination: dst('10.255.255.2', 80) }]));
-    throwFirstFailure(
-      await client.apply([
-        { kind: 'updateService', service: { ...svc, scheduler: 'wlc', flags: ['persistent'], timeout: 30 } },
-        { kind: 'updateDestination', service: svc, destination: dst('10.255.255.2', 80, { weight: 0, upperThreshold: 5 }) },
-      ]),
-    );
-    expect(normalize(ipvsadmSave())).toEqual(
-      normalize([{ ...svc, scheduler: 'wlc', flags: ['persistent'], timeout: 30, destinations: [dst('10.255.255.2', 80, { weight: 0, upperThreshold: 5 })] }]),
-    );
-    throwFirstFailure(await client.apply([{ kind: 'deleteDestination', service: svc, destination: { address: '10.255.255.2', port: 80 } }]));
-    expect(await client.listDestinations(svc)).toEqual([]);
-    throwFirstFailure(await client.apply([{ kind: 'deleteService', service: svc }]));
-    expect(sh('ipvsadm', ['-Sn']).trim()).toBe('');
-  });
-
-  it('a batch reports each op: errors name the object, the others are applied', async () => {
-    const a = v4(80, 'rr');
-    const b = v4(81, 'rr');
-    const missing = v4(99, 'rr');
-    const results = await client.apply([
-      { kind: 'addService', service: a },
-      { kind: 'addService', service: a },
-      { kind: 'addService', service: { ...v4(82, 'nosuch') } },
-      { kind: 'addService', service: { ...b, address: '10.96.1.300' } },
-      { kind: 'deleteService', service: missing },
-      { kind: 'deleteDestination', service: a, destination: { address: '10.255.255.2', port: 80 } },
-      { kind: 'addService', service: b },
-      { kind: 'addDestination', service: b, destination: dst('10.255.255.2', 80) },
-    ]);
-    const codes = results.map((r) => (r.ok ? 'ok' : r.error.code));
-    expect(codes).toEqual(['ok', 'EEXIST', 'ENOENT', 'ERR_INVALID_INPUT', 'ESRCH', 'ENOENT', 'ok', 'ok']);
-    const errors = results.flatMap((r) => (r.ok ? [] : [r.error]));
-    expect(errors[0]).toMatchObject({ op: 'ipvs.addService', errno: 17, object: 'tcp/10.96.1.1:80' });
-    expect(errors[1]!.message).toMatch(/scheduler "nosuch" is not available in the kernel/);
-    expect(errors[2]!.message).toMatch(/service\.address: not an IP address/);
-    expect(errors[4]).toMatchObject({ op: 'ipvs.deleteDestination', object: 'tcp/10.96.1.1:80 -> 10.255.255.2:80' });
-    expect(normalize(ipvsadmSave())).toEqual(normalize([{ ...a, destinations: [] }, { ...b, destinations: [dst('10.255.255.2', 80)] }]));
   });
 
   it('a batch of several sendmsg chunks: only failures are answered, each named, however the chunks fall', async () => {
@@ -175,10 +139,6 @@ describe('IPVS client against the kernel', () => {
     const many = Array.from({ length: INLINE_MAX_OPS + 1 }, (_, i): IpvsOp => ({ kind: 'addDestination', service: a, destination: dst(`10.255.254.${i + 1}`, 80) }));
     expect(await turned(many)).toMatchObject({ turned: true });
     expect(await client.listDestinations(a)).toHaveLength(2 + INLINE_MAX_OPS + 1);
-  });
-
-  it('listing destinations of a missing service is an empty dump, not an error', async () => {
-    expect(await client.listDestinations(v4(4242, 'rr'))).toEqual([]);
   });
 
   it('sets and reads timeouts like ipvsadm --set', async () => {
