@@ -90,8 +90,8 @@ function isEntryPoint(): boolean {
   }
 }
 
-/** Runs the CLI on this process's arguments and sets its exit code (dist/bin/cli.js calls it: src/bundle.mjs). */
-export function runAsEntryPoint(): void {
+/** Runs the CLI on this process's arguments and sets its exit code. */
+function runAsEntryPoint(): void {
   main(process.argv.slice(2)).then(
     (code) => {
       process.exitCode = code;

@@ -291,8 +291,8 @@ describe('Dockerfile', () => {
     const packages = new Set<string>();
     for (const f of readdirSync(dir).filter((n) => n.endsWith('.js'))) {
       const text = readFileSync(join(dir, f), 'utf8');
-      // Static imports start a line in esbuild's output; dynamic ones (import.js's, see src/bundle.mjs) and createRequire's require (renamed require2…) do not.
-      const specs = /^(?:import|export)\b[^;]*?\bfrom\s*["']([^"']+)["']|^import\s*["']([^"']+)["']|(?:\bimport|require\("\.\/import\.js"\))\(\s*["']([^"']+)["']|\brequire\d*\(\s*["']([^"']+)["']/gm;
+      // Static imports start a line in esbuild's output; dynamic ones and createRequire's require (renamed require2…) do not.
+      const specs = /^(?:import|export)\b[^;]*?\bfrom\s*["']([^"']+)["']|^import\s*["']([^"']+)["']|\bimport\(\s*["']([^"']+)["']|\brequire\d*\(\s*["']([^"']+)["']/gm;
       for (const m of text.matchAll(specs)) {
         const spec = m[1] ?? m[2] ?? m[3] ?? m[4]!;
         if (spec.startsWith('.')) continue;
@@ -303,20 +303,6 @@ describe('Dockerfile', () => {
     expect([...packages].filter((p) => !(p in pkg.dependencies)), [...packages].join(', ')).toEqual([]);
     // External on purpose: client-node (exec plugins and the like), pino (--log-format json), js-yaml (createRequire, loaded when first needed).
     expect([...packages].sort()).toEqual(['@kubernetes/client-node', 'js-yaml', 'pino']);
-  });
-
-  it('the bundle is CommonJS (src/bundle.mjs): strict, its chunks and built-ins required after a turn of the event loop, no import.meta', () => {
-    const dir = join(ROOT, 'dist/bin');
-    expect(JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'))).toEqual({ type: 'commonjs' });
-    for (const f of readdirSync(dir).filter((n) => n.endsWith('.js'))) {
-      const text = readFileSync(join(dir, f), 'utf8').replace(/^#!.*\n/, '');
-      expect(text.startsWith('"use strict";\n'), f).toBe(true);
-      expect(text, f).not.toMatch(/^(?:import|export)\b/m);
-      expect(text, f).not.toMatch(/\bimport\.meta\b/);
-      // import() only in import.js (a package's).
-      if (f !== 'import.js') expect(text, f).not.toMatch(/\bimport\(\s*["']/);
-    }
-    expect(readFileSync(join(dir, 'main.js'), 'utf8')).toMatch(/__importRequire\("\.\/chunk-[A-Z0-9]+\.js"\)\)\.startSource\(/);
   });
 
   it('the built entry point starts and prints its help (node dist/bin/cli.js --help)', () => {
