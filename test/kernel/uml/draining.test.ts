@@ -178,7 +178,7 @@ describe('a drained real server', () => {
     }
     expect(gone, `${ip} still a real server 30 s after its connection was reset`).not.toBeNull();
     expect(gone! - lastBusy).toBeLessThanOrEqual(2500);
-    expect(d.log).toMatch(/"msg":"drained real servers deleted"/);
+    await waitFor('the deletion in the log', () => /"msg":"drained real servers deleted"/.test(d.log), 5000);
   });
 });
 
