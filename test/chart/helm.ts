@@ -1,96 +1,34 @@
-// Test helpers for the Helm chart: build test/chart/render.go (a `helm template` stand-in on
-// Go's text/template + sprig, from Debian's golang-* packages, offline), render the chart
-// with value overrides, parse the output, and check objects against the Kubernetes schemas.
+// Test helpers for the Helm chart: real Helm (built from its pinned Go module by
+// test/tools/build.mjs) renders the chart with value overrides; parse the output, and check
+// objects against the Kubernetes schemas.
 
 import { spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 
+// @ts-expect-error: a plain ES module of the test harness, without types
+import { ensureTools } from '../tools/build.mjs';
+
 /** The repository root. */
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 /** The chart's directory. */
 export const CHART_DIR = join(ROOT, 'charts/kube-ipvs-proxy');
-const RENDER_GO = join(ROOT, 'test/chart/render.go');
 
-/** Where Debian's golang-*-dev packages put their sources (GOPATH layout). */
-const DEBIAN_GOPATH = '/usr/share/gocode';
+/** The Kubernetes version the tests run against (test/tools/k8s/go.mod). */
+export const TESTED_KUBE_VERSION = 'v1.34.4';
 
-const GO_PACKAGES = 'golang-go golang-github-masterminds-sprig-dev golang-github-ghodss-yaml-dev golang-github-xeipuuv-gojsonschema-dev';
-
-/** The environment for an offline GOPATH-mode build against Debian's Go sources. */
-function goEnv(cacheDir: string): NodeJS.ProcessEnv {
-  return {
-    ...process.env,
-    GO111MODULE: 'off',
-    GOPATH: DEBIAN_GOPATH,
-    GOCACHE: cacheDir,
-    GOFLAGS: '',
-    GOPROXY: 'off',
-    GOTOOLCHAIN: 'local',
-    CGO_ENABLED: '0',
-  };
-}
-
-/**
- * Builds the renderer once per source hash (and Go version) into a cache under the system
- * temp directory; returns the binary's path. Throws naming the Debian packages when Go or a
- * library is missing.
- */
+/** The helm binary (built on first use). */
 export function buildRenderer(): string {
-  const version = spawnSync('go', ['version'], { encoding: 'utf8' });
-  if (version.error || version.status !== 0) {
-    throw new Error(`go not found: the chart tests need the Debian packages ${GO_PACKAGES}`);
-  }
-  const hash = createHash('sha256').update(readFileSync(RENDER_GO)).update(version.stdout).digest('hex').slice(0, 16);
-  const base = join(tmpdir(), 'kip-chart-render');
-  const bin = join(base, hash, 'render');
-  if (existsSync(bin)) return bin;
-  mkdirSync(join(base, hash), { recursive: true });
-  // Test files run in parallel workers: one builds, the others wait for its binary.
-  // A lock older than a build can take was left by a killed run.
-  const lock = `${bin}.lock`;
-  for (;;) {
-    try {
-      mkdirSync(lock);
-      break;
-    } catch {
-      if (existsSync(bin)) return bin;
-      const age = Date.now() - (statSync(lock, { throwIfNoEntry: false })?.mtimeMs ?? Date.now());
-      if (age > 180_000) rmSync(lock, { recursive: true, force: true });
-      else Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 200);
-    }
-  }
-  try {
-    if (existsSync(bin)) return bin;
-    return goBuild(bin, join(base, 'gocache'));
-  } finally {
-    rmSync(lock, { recursive: true, force: true });
-  }
-}
-
-function goBuild(bin: string, cacheDir: string): string {
-  const tmp = `${bin}.${process.pid}.tmp`;
-  const r = spawnSync('go', ['build', '-o', tmp, RENDER_GO], {
-    cwd: dirname(RENDER_GO), env: goEnv(cacheDir), encoding: 'utf8', timeout: 300_000,
-  });
-  if (r.status !== 0) {
-    rmSync(tmp, { force: true });
-    throw new Error(`go build test/chart/render.go failed (needs ${GO_PACKAGES}):\n${r.stderr}${r.error?.message ?? ''}`);
-  }
-  renameSync(tmp, bin); // atomic: a reader never sees a partial binary
-  return bin;
+  return (ensureTools(['helm']) as Record<string, string>).helm!;
 }
 
 /** Options of {@link render}. */
 export interface RenderOptions {
   name?: string;
   namespace?: string;
-  /** Render NOTES.txt instead of the manifests. */
-  notes?: boolean;
   apiVersions?: string[];
   kubeVersion?: string;
 }
@@ -102,24 +40,40 @@ export interface RenderResult {
   stderr: string;
 }
 
-/** Renders a chart (default: ours) with value overrides (each object is one -f file, later wins). */
-export function render(renderer: string, values: object[] = [], opts: RenderOptions = {}, chartDir = CHART_DIR): RenderResult {
+/**
+ * Renders a chart (default: ours) with value overrides (each object is one -f file, later wins):
+ * `helm template` for the tested Kubernetes version unless told another. NOTES.txt is rendered
+ * only by an install (test/kernel/netns/chart-install.test.ts: Helm 3 contacts the cluster even
+ * for `install --dry-run=client`).
+ */
+export function render(helm: string, values: object[] = [], opts: RenderOptions = {}, chartDir = CHART_DIR): RenderResult {
+  // Helm's client-only default is Kubernetes 1.20, which the chart refuses: render for the tested one.
+  const args = ['template', opts.name ?? 'kube-ipvs-proxy', chartDir, '--namespace', opts.namespace ?? 'kube-system', '--kube-version', opts.kubeVersion ?? TESTED_KUBE_VERSION];
+  for (const a of opts.apiVersions ?? []) args.push('--api-versions', a);
+  return helmWithValues(helm, args, values);
+}
+
+/** Runs helm with each value object as one -f file (JSON is YAML), in a scratch HELM_*_HOME. */
+function helmWithValues(helm: string, args: string[], values: object[]): RenderResult {
   const dir = mkdtempSync(join(tmpdir(), 'kip-values-'));
   try {
-    const args = [chartDir, '--name', opts.name ?? 'kube-ipvs-proxy', '--namespace', opts.namespace ?? 'kube-system'];
+    const all = [...args];
     values.forEach((v, i) => {
       const file = join(dir, `values-${i}.yaml`);
-      writeFileSync(file, JSON.stringify(v)); // JSON is YAML
-      args.push('-f', file);
+      writeFileSync(file, JSON.stringify(v));
+      all.push('-f', file);
     });
-    if (opts.notes) args.push('--notes');
-    if (opts.kubeVersion) args.push('--kube-version', opts.kubeVersion);
-    for (const a of opts.apiVersions ?? []) args.push('--api-versions', a);
-    const r = spawnSync(renderer, args, { encoding: 'utf8', timeout: 30_000 });
+    const env = { ...process.env, HELM_CACHE_HOME: join(dir, 'cache'), HELM_CONFIG_HOME: join(dir, 'config'), HELM_DATA_HOME: join(dir, 'data') };
+    const r = spawnSync(helm, all, { encoding: 'utf8', timeout: 60_000, env });
     return { ok: r.status === 0, stdout: r.stdout ?? '', stderr: (r.stderr ?? '') + (r.error?.message ?? '') };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** `helm lint --strict` of a chart (default: ours) with value overrides. */
+export function lint(helm: string, values: object[] = [], chartDir = CHART_DIR): RenderResult {
+  return helmWithValues(helm, ['lint', '--strict', chartDir, '--kube-version', TESTED_KUBE_VERSION], values);
 }
 
 /** One rendered Kubernetes object and the template it came from. */

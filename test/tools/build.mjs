@@ -74,6 +74,20 @@ export function ensureTools(names = Object.keys(TOOLS), log = (s) => process.std
   return out;
 }
 
+/** Files the tests take from Go modules as they are published (no build): module → version. */
+export const MODULE_FILES = {
+  // The ServiceMonitor CRD the chart's serviceMonitor value set is installed against.
+  serviceMonitorCrd: { module: 'github.com/prometheus-operator/prometheus-operator', version: 'v0.80.1', path: 'example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml' },
+};
+
+/** The path of one of MODULE_FILES, downloading its module into Go's module cache if needed. */
+export function moduleFile(name) {
+  const { module, version, path } = MODULE_FILES[name];
+  const info = JSON.parse(execFileSync('go', ['mod', 'download', '-json', `${module}@${version}`], { cwd: here, encoding: 'utf8', env: { ...process.env, GOFLAGS: '-mod=mod' } }));
+  if (info.Error) throw new Error(`${module}@${version}: ${info.Error}`);
+  return join(info.Dir, path);
+}
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const names = process.argv.slice(2);
   for (const [name, path] of Object.entries(ensureTools(names.length ? names : undefined))) console.log(`${name}\t${path}`);

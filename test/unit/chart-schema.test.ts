@@ -123,6 +123,6 @@ describe('values.schema.json', () => {
 
   it('prints a clear message for a wrong scheduler, as helm install would', () => {
     const r = render(renderer, [{ ipvs: { scheduler: 'round-robin' } }]);
-    expect(r.stderr).toContain('- ipvs.scheduler: ipvs.scheduler must be one of the following: "rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "mh", "fo", "ovf", "twos"');
+    expect(r.stderr).toContain("- at '/ipvs/scheduler': value must be one of 'rr', 'wrr', 'lc', 'wlc', 'lblc', 'lblcr', 'dh', 'sh', 'sed', 'nq', 'mh', 'fo', 'ovf', 'twos'");
   });
 });

@@ -14,7 +14,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { parseArgs, parseKubeProxyConfiguration, type Config } from '../../src/config.js';
 import { readBlockYaml, UNSUPPORTED } from '../../src/source/yaml-block.js';
-import { buildRenderer, CHART_DIR, parseManifests, render, ROOT, validateStrict, type Manifest } from '../chart/helm.js';
+import { buildRenderer, CHART_DIR, lint, parseManifests, render, ROOT, validateStrict, type Manifest } from '../chart/helm.js';
+import { VALUE_SETS } from '../chart/value-sets.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Obj = any;
@@ -30,43 +31,6 @@ const MODELS: Record<string, { prototype: { validate(this: unknown): void } }> =
 };
 
 /** The value sets the chart is rendered with; each must install. */
-const VALUE_SETS: Record<string, object> = {
-  default: {},
-  unprivileged: { privileged: false },
-  'unprivileged without module loading': { privileged: false, loadKernelModules: false, extraCapabilities: ['SYS_RESOURCE'] },
-  'iptables mode': {
-    mode: 'iptables', syncPeriod: '1m', minSyncPeriod: '5s', masqueradeAll: true, masqueradeBit: 12,
-    clusterCIDR: '10.244.0.0/16,fd00:10:244::/56',
-  },
-  'custom scheduler': {
-    ipvs: { scheduler: 'mh', strictARP: true, excludeCIDRs: ['10.0.0.0/8', 'fd00::/64'], tcpTimeout: '15m', tcpFinTimeout: '2m', udpTimeout: '5m' },
-    nodePortAddresses: ['192.168.0.0/16'], logging: { format: 'json', verbosity: 2 },
-  },
-  'ServiceMonitor on': { serviceMonitor: { enabled: true, labels: { release: 'prometheus' }, metricRelabelings: [{ action: 'drop', regex: 'go_.*', sourceLabels: ['__name__'] }] } },
-  everything: {
-    image: { repository: 'registry.example/kip', tag: '1.2.3', pullPolicy: 'Always' },
-    imagePullSecrets: [{ name: 'regcred' }],
-    fullnameOverride: 'kip',
-    apiServer: { host: '192.0.2.10', port: 6443 },
-    healthz: { bindAddress: '::1', port: 20256 },
-    metrics: { bindAddress: '::', port: 20249 },
-    extraArgs: ['--graceful-termination-timeout=5m', '--v=3'],
-    updateStrategy: { maxUnavailable: '10%' },
-    resources: { requests: { cpu: '50m', memory: '128Mi' }, limits: { cpu: 1, memory: '1Gi' } },
-    nodeSelector: { 'node-role.kubernetes.io/worker': '' },
-    affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'kip', operator: 'NotIn', values: ['off'] }] }] } } },
-    tolerations: [{ key: 'dedicated', operator: 'Equal', value: 'edge', effect: 'NoSchedule' }],
-    podAnnotations: { 'example.com/team': 'net' },
-    podLabels: { tier: 'node' },
-    extraEnv: [{ name: 'UV_THREADPOOL_SIZE', value: '8' }],
-    serviceAccount: { create: false, name: 'existing-sa' },
-    livenessProbe: { initialDelaySeconds: 30, periodSeconds: 20, timeoutSeconds: 2, failureThreshold: 3 },
-    serviceMonitor: { enabled: true, namespace: 'monitoring', interval: '15s', scrapeTimeout: '' },
-  },
-  'no RBAC': { rbac: { create: false } },
-  'no Events': { events: { enabled: false } },
-  'service stats': { metrics: { port: 10249, serviceStats: { enabled: true, maxServices: 200, period: '30s' } } },
-};
 
 const NODE = 'worker-7';
 
@@ -419,28 +383,12 @@ describe('chart failures at install time', () => {
   });
 });
 
-describe('chart NOTES.txt', () => {
-  it('says how to disable the stock kube-proxy, check the rollout and health, and uninstall', () => {
-    const r = render(renderer, [], { notes: true, name: 'kip', namespace: 'net' });
-    expect(r.ok, r.stderr).toBe(true);
-    expect(r.stdout).toContain(`kubectl -n kube-system patch ds kube-proxy -p '{"spec":{"template":{"spec":{"nodeSelector":{"non-existing":"true"}}}}}'`);
-    expect(r.stdout).toContain('kube-proxy --cleanup');
-    expect(r.stdout).toContain('kubectl -n net rollout status ds/kip-kube-ipvs-proxy');
-    expect(r.stdout).toContain(':10256/healthz');
-    expect(r.stdout).toContain(':10256/livez');
-    expect(r.stdout).toContain('kube-ipvs-proxy inspect');
-    expect(r.stdout).toContain('kube-ipvs-proxy cleanup');
-    expect(r.stdout).toContain('WARNING: apiServer.host is empty');
-    expect(r.stdout).toContain('kubectl describe service');
-    expect(r.stdout).not.toContain('<no value>');
-  });
-
-  it('drops the API server warning once apiServer.host is set, and names the ServiceMonitor when enabled', () => {
-    const r = render(renderer, [{ apiServer: { host: 'cp.example' }, serviceMonitor: { enabled: true } }], { notes: true });
-    expect(r.ok, r.stderr).toBe(true);
-    expect(r.stdout).not.toContain('WARNING');
-    expect(r.stdout).toContain('ServiceMonitor kube-system/kube-ipvs-proxy');
-    expect(r.stdout).toContain('0.0.0.0:10249');
+describe('helm lint', () => {
+  it('passes for every value set the tests use', () => {
+    for (const [name, values] of Object.entries(VALUE_SETS)) {
+      const r = lint(renderer, [values]);
+      expect(r.ok, `${name}: ${r.stdout}${r.stderr}`).toBe(true);
+    }
   });
 });
 

@@ -1,0 +1,40 @@
+// The value sets the chart tests render, lint and install (test/unit/chart*.test.ts,
+// test/kernel/netns/chart-install.test.ts).
+
+export const VALUE_SETS: Record<string, object> = {
+  default: {},
+  unprivileged: { privileged: false },
+  'unprivileged without module loading': { privileged: false, loadKernelModules: false, extraCapabilities: ['SYS_RESOURCE'] },
+  'iptables mode': {
+    mode: 'iptables', syncPeriod: '1m', minSyncPeriod: '5s', masqueradeAll: true, masqueradeBit: 12,
+    clusterCIDR: '10.244.0.0/16,fd00:10:244::/56',
+  },
+  'custom scheduler': {
+    ipvs: { scheduler: 'mh', strictARP: true, excludeCIDRs: ['10.0.0.0/8', 'fd00::/64'], tcpTimeout: '15m', tcpFinTimeout: '2m', udpTimeout: '5m' },
+    nodePortAddresses: ['192.168.0.0/16'], logging: { format: 'json', verbosity: 2 },
+  },
+  'ServiceMonitor on': { serviceMonitor: { enabled: true, labels: { release: 'prometheus' }, metricRelabelings: [{ action: 'drop', regex: 'go_.*', sourceLabels: ['__name__'] }] } },
+  everything: {
+    image: { repository: 'registry.example/kip', tag: '1.2.3', pullPolicy: 'Always' },
+    imagePullSecrets: [{ name: 'regcred' }],
+    fullnameOverride: 'kip',
+    apiServer: { host: '192.0.2.10', port: 6443 },
+    healthz: { bindAddress: '::1', port: 20256 },
+    metrics: { bindAddress: '::', port: 20249 },
+    extraArgs: ['--graceful-termination-timeout=5m', '--v=3'],
+    updateStrategy: { maxUnavailable: '10%' },
+    resources: { requests: { cpu: '50m', memory: '128Mi' }, limits: { cpu: 1, memory: '1Gi' } },
+    nodeSelector: { 'node-role.kubernetes.io/worker': '' },
+    affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'kip', operator: 'NotIn', values: ['off'] }] }] } } },
+    tolerations: [{ key: 'dedicated', operator: 'Equal', value: 'edge', effect: 'NoSchedule' }],
+    podAnnotations: { 'example.com/team': 'net' },
+    podLabels: { tier: 'node' },
+    extraEnv: [{ name: 'UV_THREADPOOL_SIZE', value: '8' }],
+    serviceAccount: { create: false, name: 'existing-sa' },
+    livenessProbe: { initialDelaySeconds: 30, periodSeconds: 20, timeoutSeconds: 2, failureThreshold: 3 },
+    serviceMonitor: { enabled: true, namespace: 'monitoring', interval: '15s', scrapeTimeout: '' },
+  },
+  'no RBAC': { rbac: { create: false } },
+  'no Events': { events: { enabled: false } },
+  'service stats': { metrics: { port: 10249, serviceStats: { enabled: true, maxServices: 200, period: '30s' } } },
+};
