@@ -1,5 +1,5 @@
-// An in-memory IpsetClient that answers as the kernel does (ip_set_core.c, as NetlinkIpsetClient
-// reports it: test/kernel/lib/ipset-suite.ts), with error injection and call/entry counters.
+// An in-memory IpsetClient that answers as the kernel does (ip_set_core.c), held to it by the case
+// table both run (test/kernel/lib/cases/ipset-cases.ts), with error injection and call/entry counters.
 import { constants as os } from 'node:os';
 
 import { constantsOf } from '../../native/binding.js';
@@ -25,8 +25,20 @@ export type IpsetMethod = 'create' | 'destroy' | 'flush' | 'rename' | 'swap' | '
 
 /** The revision the fake reports for every set (the client's MAX_REVISION is what a real kernel caps to). */
 const REVISION = 1;
-/** hash:* default maxelem (ip_set_hash_gen.h). */
+/** hash:* default maxelem and hashsize, and the smallest hashsize (ip_set_hash_gen.h, ip_set.h). */
 const DEFAULT_MAXELEM = 65536;
+const DEFAULT_HASHSIZE = 1024;
+const MIN_HASHSIZE = 64;
+
+/** The hash table size the kernel makes of a requested one: a power of two, at least 64 (htable_bits). */
+function tableSize(hashSize: number | undefined): number {
+  let size = MIN_HASHSIZE;
+  while (size < (hashSize ?? DEFAULT_HASHSIZE)) size *= 2;
+  return size;
+}
+
+/** Types whose last element part is a network (IP_SET_HASH_WITH_NETS): the part that `test` widens. */
+const NET_PART: Partial<Record<SetType, 'cidr' | 'cidr2'>> = { 'hash:net': 'cidr', 'hash:ip,port,net': 'cidr2' };
 
 interface FakeSet {
   name: string;
@@ -88,6 +100,8 @@ function elementOf(type: SetType, e: Entry): string {
 export class FakeIpsetClient implements IpsetClient {
   readonly protocol = 7;
   private readonly sets = new Map<string, FakeSet>();
+  /** Set names by index, as the kernel numbers sets: a new set takes the first free index; rename keeps it. */
+  private readonly slots: Array<string | null> = [];
   private readonly entryFaults: EntryFault[] = [];
   private readonly callFaults = new Map<IpsetMethod, Error>();
   /** Calls per method. */
@@ -139,18 +153,29 @@ export class FakeIpsetClient implements IpsetClient {
     const family = spec.type === 'bitmap:port' ? null : (spec.family ?? 'inet');
     const clash = this.sets.get(spec.name);
     if (clash) {
-      // NOTE: ip_set_create() ignores the clash only with -exist and the same type, family and options.
+      // NOTE: ip_set_create() ignores the clash only with -exist, the same type and the same options
+      // (same_set: hash table size, maxelem, timeout, extensions). Kernel 7.2 compares the family
+      // too; 6.18 does not.
       const same = clash.type === spec.type && clash.family === family && JSON.stringify(normalizeSpec(clash.spec)) === JSON.stringify(normalizeSpec(spec));
       if (options.exist && same) return;
       throw kernelError('ipset.create', 'EEXIST', spec.name);
     }
     this.sets.set(spec.name, { name: spec.name, type: spec.type, family, spec: { ...spec }, entries: new Map() });
+    const free = this.slots.indexOf(null);
+    if (free >= 0) this.slots[free] = spec.name;
+    else this.slots.push(spec.name);
+  }
+
+  /** The sets in index order. */
+  private ordered(): FakeSet[] {
+    return this.slots.flatMap((n) => (n === null ? [] : [this.sets.get(n)!]));
   }
 
   async destroy(name: string, options: IpsetAdtOptions = {}): Promise<void> {
     this.enter('destroy');
     checkName(name, 'ipset.destroy', 'name');
-    if (!this.sets.delete(name) && !options.exist) throw kernelError('ipset.destroy', 'ENOENT', name);
+    if (this.sets.delete(name)) this.slots[this.slots.indexOf(name)] = null;
+    else if (!options.exist) throw kernelError('ipset.destroy', 'ENOENT', name);
   }
 
   async flush(name: string): Promise<void> {
@@ -171,6 +196,7 @@ export class FakeIpsetClient implements IpsetClient {
     s.name = to;
     s.spec = { ...s.spec, name: to };
     this.sets.set(to, s);
+    this.slots[this.slots.indexOf(from)] = to;
   }
 
   async swap(a: string, b: string): Promise<void> {
@@ -194,7 +220,7 @@ export class FakeIpsetClient implements IpsetClient {
       type: s.type,
       family: s.family,
       revision: REVISION,
-      hashSize: hash ? (s.spec.hashSize ?? 1024) : null,
+      hashSize: hash ? tableSize(s.spec.hashSize) : null,
       maxElem: hash ? (s.spec.maxElem ?? DEFAULT_MAXELEM) : null,
       range: s.spec.range ?? null,
       timeout: s.spec.timeout ?? null,
@@ -208,19 +234,19 @@ export class FakeIpsetClient implements IpsetClient {
 
   async list(name?: string): Promise<IpsetSetInfo[]> {
     this.enter('list');
-    if (name === undefined) return [...this.sets.values()].map((s) => this.info(s));
+    if (name === undefined) return this.ordered().map((s) => this.info(s));
     checkName(name, 'ipset.list', 'name');
     return [this.info(this.find(name, 'ipset.list'))];
   }
 
   async listNames(): Promise<string[]> {
     this.enter('listNames');
-    return [...this.sets.keys()];
+    return this.ordered().map((s) => s.name);
   }
 
   async listHeaders(): Promise<IpsetSetInfo[]> {
     this.enter('listHeaders');
-    return [...this.sets.values()].map((s) => this.info(s, false));
+    return this.ordered().map((s) => this.info(s, false));
   }
 
   async header(name: string): Promise<IpsetHeader> {
@@ -247,10 +273,23 @@ export class FakeIpsetClient implements IpsetClient {
     return s;
   }
 
+  /**
+   * True when the entry is in the set and not `nomatch`. NOTE: a host address in a network part
+   * matches the most specific network of the set that holds it (mtype_test_cidrs in
+   * ip_set_hash_gen.h); a network matches only itself.
+   */
   async test(name: string, entry: string): Promise<boolean> {
     this.enter('test');
     const s = this.target('ipset.test', name);
-    return s.entries.has(elementOf(s.type, this.parse('ipset.test', s, entry)));
+    const e = this.parse('ipset.test', s, entry);
+    const part = NET_PART[s.type];
+    const host = (s.family ?? 'inet') === 'inet' ? 32 : 128;
+    const cidrs = part && e[part] === host ? [...new Set([...s.entries.values()].map((x) => x[part]!))].sort((a, b) => b - a) : [e[part ?? 'cidr']];
+    for (const cidr of cidrs) {
+      const found = s.entries.get(elementOf(s.type, part ? { ...e, [part]: cidr } : e));
+      if (found) return !found.nomatch;
+    }
+    return false;
   }
 
   async add(name: string, entries: readonly string[], options: IpsetAdtOptions = {}): Promise<IpsetEntryResult[]> {
@@ -320,5 +359,6 @@ export class FakeIpsetClient implements IpsetClient {
 
 /** The options that make two creates "the same set" for -exist. */
 function normalizeSpec(s: IpsetSetSpec): unknown {
-  return [s.hashSize ?? null, s.maxElem ?? null, s.range ?? null, s.timeout ?? null, !!s.comment, !!s.counters];
+  const hash = s.type !== 'bitmap:port';
+  return [hash ? tableSize(s.hashSize) : null, hash ? (s.maxElem ?? DEFAULT_MAXELEM) : null, s.range ?? null, s.timeout ?? null, !!s.comment, !!s.counters];
 }
