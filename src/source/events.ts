@@ -37,6 +37,8 @@ export interface EventTransport {
 export interface KubeConfigLike {
   getCurrentCluster(): { server: string } | null;
   applyToHTTPSOptions(opts: https.RequestOptions): Promise<void>;
+  /** After a 401: credentials read from a file are read again. */
+  refresh?(): void;
 }
 
 /** A transport to the current cluster of a KubeConfig (its URL, TLS and credentials, per request). */
@@ -54,7 +56,10 @@ export function kubeTransport(kc: KubeConfigLike, timeoutMs = 10_000): EventTran
         const req = send(url, opts, (res) => {
           let text = '';
           res.setEncoding('utf8').on('data', (d: string) => (text += d));
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+          res.on('end', () => {
+            if (res.statusCode === 401) kc.refresh?.();
+            resolve({ status: res.statusCode ?? 0, body: text });
+          });
           res.on('error', reject);
         });
         req.setTimeout(timeoutMs, () => req.destroy(new Error(`no answer in ${timeoutMs} ms`)));

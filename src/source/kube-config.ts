@@ -19,6 +19,8 @@ export interface ClientConfig {
   /** What handles the auth: `token`, `client-certificate`, `client-node` … (for logs). */
   auth: string;
   apply(opts: RequestOptions): Promise<void>;
+  /** After a 401: credentials read from a file are read again at the next request. */
+  refresh?(): void;
 }
 
 /** Where the config comes from (kube-proxy's --kubeconfig and --master). */
@@ -50,9 +52,10 @@ interface Tls {
   servername?: string;
 }
 
-type Header = (() => string | undefined) | null;
+/** A header function; `refresh` drops what it cached (a token file's contents). */
+type Header = (() => string | undefined) & { refresh?: () => void };
 
-function make(server: string, tls: Tls, header: Header, auth: string): ClientConfig {
+function make(server: string, tls: Tls, header: Header | null, auth: string): ClientConfig {
   const base = server.replace(/\/+$/, '');
   const https = base.startsWith('https:');
   return {
@@ -70,6 +73,7 @@ function make(server: string, tls: Tls, header: Header, auth: string): ClientCon
       if (value) o.headers = { ...(o.headers as Record<string, string> | undefined), authorization: value };
       return Promise.resolve();
     },
+    refresh: () => header?.refresh?.(),
   };
 }
 
@@ -82,16 +86,21 @@ function inCluster(env: NodeJS.ProcessEnv, master: string | undefined): ClientCo
   return make(server, ca ? { ca } : {}, bearerFromFile(`${SA_DIR}/token`), 'service-account token');
 }
 
-/** `Bearer <token>` from a file, re-read at most once a minute; a missing file sends no header. */
-function bearerFromFile(path: string): () => string | undefined {
+/**
+ * `Bearer <token>` from a file, re-read at most once a minute and after a 401 (a rotated token);
+ * a missing file sends no header.
+ */
+function bearerFromFile(path: string): Header {
   let cached: { value: string | undefined; at: number } | undefined;
-  return () => {
+  const header: Header = () => {
     if (!cached || Date.now() - cached.at > TOKEN_FILE_TTL_MS) {
       const token = readOptional(path)?.toString('utf8').trim();
       cached = { value: token ? `Bearer ${token}` : undefined, at: Date.now() };
     }
     return cached.value;
   };
+  header.refresh = () => (cached = undefined);
+  return header;
 }
 
 function readOptional(path: string): Buffer | undefined {
@@ -149,7 +158,7 @@ function fromKubeconfig(file: string, master: string | undefined): ClientConfig 
   if (key) tls.key = key;
   if (cluster['insecure-skip-tls-verify'] === true) tls.insecure = true;
   if (typeof cluster['tls-server-name'] === 'string') tls.servername = cluster['tls-server-name'];
-  let header: Header = null;
+  let header: Header | null = null;
   let auth = cert ? 'client-certificate' : 'none';
   if (typeof user.token === 'string' && user.token) {
     const value = `Bearer ${user.token}`;

@@ -4,7 +4,6 @@ import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from
 import type { RequestOptions } from 'node:https';
 
 import type { ClientConfig } from './kube-config.js';
-import { ListSplitter, type ListHead } from './list-stream.js';
 
 /** An API request that failed with an HTTP status or a watch ERROR event (a Status object). */
 export class ApiError extends Error {
@@ -27,6 +26,13 @@ export function describeError(err: unknown): string {
   if (err instanceof ApiError) return `HTTP ${err.status}: ${err.message}`;
   const e = err as { message?: unknown } | null | undefined;
   return String(e?.message ?? err).split('\n')[0]!;
+}
+
+/** The members of a list object other than `items`, and whether `items` was an array. */
+export interface ListHead {
+  members: Record<string, unknown>;
+  /** `items` was present and an array (its elements went to onItem). */
+  hasItems: boolean;
 }
 
 /** Error bodies longer than this are cut (a Status is small). */
@@ -70,16 +76,16 @@ export class KubeHttp {
       req.end();
     });
     if (res.statusCode === 200) return res;
+    if (res.statusCode === 401) this.#config.refresh?.();
     const body = await readBody(res, MAX_ERROR_BODY).catch(() => '');
     throw new ApiError(res.statusCode ?? 0, statusMessage(body) ?? (res.statusMessage || 'request failed'));
   }
 
   /**
-   * GETs a list at `path`, handing each element of its `items` to `onItem` as soon as its text
-   * has arrived (list-stream.ts); resolves with the list's other members once the body is
-   * complete. Rejects on a malformed or truncated body, or when onItem throws (the items handed
-   * on before stay handed on). `beforeDecode` is awaited once the response has arrived, before
-   * its body is read.
+   * GETs a list at `path` and hands each element of its `items` to `onItem`; resolves with the
+   * list's other members. Rejects on a malformed or truncated body, or when onItem throws (the
+   * items handed on before stay handed on). `beforeDecode` is awaited once the response has
+   * arrived, before its body is read.
    */
   async getList(path: string, signal: AbortSignal, onItem: (item: unknown) => void, beforeDecode?: () => Promise<unknown>): Promise<ListHead> {
     const res = await this.get(path, signal);
@@ -91,8 +97,8 @@ export class KubeHttp {
         throw err;
       }
     }
-    const splitter = new ListSplitter(onItem);
-    return consumeText(res, (chunk) => splitter.write(chunk), () => splitter.end(), 'response closed before its end');
+    const chunks: string[] = [];
+    return consumeText(res, (chunk) => void chunks.push(chunk), () => splitList(chunks.join(''), onItem), 'response closed before its end');
   }
 
   /** Drops kept-alive and open connections. */
@@ -120,6 +126,16 @@ export function readLines(res: IncomingMessage, onEvent: (event: unknown) => voi
     pending += chunk.slice(start);
   };
   return consumeText(res, write, () => undefined, 'watch stream closed before its end');
+}
+
+/** A list body's items, each handed to `onItem`, and its other members; throws on a body that is not a JSON object. */
+function splitList(text: string, onItem: (item: unknown) => void): ListHead {
+  const list: unknown = JSON.parse(text);
+  if (typeof list !== 'object' || list === null || Array.isArray(list)) throw new Error('list body: not a JSON object');
+  const { items, ...members } = list as Record<string, unknown>;
+  if (!Array.isArray(items)) return { members: list as Record<string, unknown>, hasItems: false };
+  for (const item of items) onItem(item);
+  return { members, hasItems: true };
 }
 
 /** The body as text, decoded chunk by chunk; at most about `max` characters kept. */

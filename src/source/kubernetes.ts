@@ -65,9 +65,10 @@ export interface KubernetesSourceOptions {
 export function loadKubeConfig(opts: { kubeconfig?: string | undefined; master?: string | undefined }): {
   getCurrentCluster(): { server: string };
   applyToHTTPSOptions(o: RequestOptions): Promise<void>;
+  refresh(): void;
 } {
   const config = loadClientConfig(opts);
-  return { getCurrentCluster: () => ({ server: config.server }), applyToHTTPSOptions: (o) => config.apply(o) };
+  return { getCurrentCluster: () => ({ server: config.server }), applyToHTTPSOptions: (o) => config.apply(o), refresh: () => config.refresh?.() };
 }
 
 /** Services, EndpointSlices and the Node from the API server; see the file comment. */
