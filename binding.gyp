@@ -7,7 +7,6 @@
         "native/codec.cc",
         "native/columns.cc",
         "native/constants.cc",
-        "native/process.cc",
         "native/schemas.cc",
         "native/schemas_genl.cc",
         "native/schemas_ipset.cc",

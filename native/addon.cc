@@ -1,5 +1,5 @@
 // N-API front of the addon: the Socket class (async batch and dump, off the JS thread),
-// sync encode/decode for tests, errno names and UAPI constants; child processes (process.cc).
+// sync encode/decode for tests, errno names and UAPI constants.
 #include <malloc.h>
 #include <napi.h>
 #include <v8.h>
@@ -9,7 +9,6 @@
 
 #include "codec.h"
 #include "constants.h"
-#include "process.h"
 #include "socket.h"
 #include "table.h"
 
@@ -505,7 +504,6 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("errnoName", Napi::Function::New<ErrnoName>(env, "errnoName"));
   exports.Set("schemaNames", Napi::Function::New<SchemaNames>(env, "schemaNames"));
   exports.Set("constants", constants(env));
-  initProcess(env, exports);
   return exports;
 }
 

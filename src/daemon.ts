@@ -1,7 +1,7 @@
 // The daemon: pick the mode, open the kernel clients, start the source, servers and runner.
 
 import type { Config } from './config.js';
-import { BACKGROUND_NICE, spawnExec } from './kernel/exec.js';
+import { spawnExec } from './kernel/exec.js';
 import { NetlinkIpsetClient } from './kernel/ipset/client.js';
 import { NetlinkIpvsClient, type IpvsClient } from './kernel/ipvs/client.js';
 import { Iptables, type Detection, type Family } from './kernel/iptables.js';
@@ -115,10 +115,8 @@ export async function runDaemon(config: Config, logger: Logger, early?: StartedS
   const nodeName = nodeNameOf(config);
   const started = early ?? (await startSource(config, logger, { resume: !config.dryRun }));
   // Unless --dry-run, the preferred backend must prove it can program nat and filter (a write:
-  // the caller holds the node lock). Never rejects. Its commands run niced: nothing waits for them
-  // before the first sync's iptables step, so they do not take a small node's CPU from the list
-  // decode and the IPVS writes.
-  const detection = detectBackendWithReason({ probe: !config.dryRun, nice: BACKGROUND_NICE });
+  // the caller holds the node lock). Never rejects; only the first sync's iptables step waits for it.
+  const detection = detectBackendWithReason({ probe: !config.dryRun });
   try {
     return await runWithSource(config, logger, nodeName, started, detection);
   } catch (e) {

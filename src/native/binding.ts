@@ -130,24 +130,6 @@ export interface NativeAddon {
   /** Returns unused memory to the kernel: V8 (full: a blocking compacting GC; else an incremental one) and glibc (malloc_trim). */
   releaseMemory(full: boolean): void;
   constants: Record<string, ConstantGroup>;
-  /**
-   * Starts `file` (searched in PATH) with posix_spawn, on a thread of its own (the JS thread waits
-   * neither for the exec nor the exit): stdio are pipes whose other ends are returned (ours to
-   * close); `env` as `K=V` strings, or this process's environment; `nice`, added to the daemon's
-   * nice value for the child (as `nice -n`; default 0). Rejects with an Error with `code` (ENOENT,
-   * …) when it cannot be started.
-   */
-  spawn(file: string, args: readonly string[], env?: readonly string[] | null, nice?: number): Promise<SpawnedProcess>;
-}
-
-/** A process started by `spawn`: its pid, our ends of its stdio pipes, and its exit. */
-export interface SpawnedProcess {
-  pid: number;
-  stdin: number;
-  stdout: number;
-  stderr: number;
-  /** Resolves when it has exited: its exit code, or the signal that ended it. */
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
 function findAddon(): string {

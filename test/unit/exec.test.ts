@@ -1,10 +1,8 @@
-import os from 'node:os';
-
 import { describe, expect, it } from 'vitest';
 
 import { spawnExec } from '../../src/kernel/exec.js';
 
-describe('spawnExec (posix_spawn)', () => {
+describe('spawnExec', () => {
   it('pipes input, collects stdout and stderr, reports the exit code', async () => {
     expect(await spawnExec('sh', ['-c', 'cat; echo oops >&2; exit 3'], { input: 'hello\n' })).toEqual({ code: 3, signal: null, stdout: 'hello\n', stderr: 'oops\n' });
   });
@@ -34,16 +32,6 @@ describe('spawnExec (posix_spawn)', () => {
     const bits = (name: string) => BigInt(`0x${new RegExp(`^${name}:\\s+(\\w+)$`, 'm').exec(status)![1]}`) & 0x7fffffffn;
     expect(bits('SigIgn')).toBe(0n);
     expect(bits('SigBlk')).toBe(0n);
-  });
-
-  it('adds the given nice increment to the command\'s (as nice -n); the daemon and the next command keep theirs', async () => {
-    // field 19 of /proc/<pid>/stat (after the parenthesised command name) is the nice value
-    const niceOf = (stat: string) => Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
-    const own = os.getPriority();
-    expect(niceOf((await spawnExec('cat', ['/proc/self/stat'], { nice: 5 })).stdout)).toBe(Math.min(19, own + 5));
-    expect(niceOf((await spawnExec('cat', ['/proc/self/stat'])).stdout)).toBe(own);
-    expect(niceOf((await spawnExec('cat', ['/proc/self/stat'], { nice: 50 })).stdout)).toBe(19); // as `nice -n`: at most 19
-    expect(os.getPriority()).toBe(own);
   });
 
   it('rejects with the errno code when the command cannot be started', async () => {

@@ -51,8 +51,6 @@ export interface DetectOptions {
    * when its iptables-save works.
    */
   probe?: boolean;
-  /** The commands' nice increment (ExecOptions.nice); the daemon's start-up passes BACKGROUND_NICE. Default 0. */
-  nice?: number;
 }
 
 /** Why {@link detectBackend} chose what it chose. */
@@ -122,7 +120,7 @@ export async function detectBackendWithReason(opts: DetectOptions = {}): Promise
   /** A command's stdout, or why it failed. */
   const run = async (file: string, args: string[], input?: string): Promise<Outcome> => {
     try {
-      const r = await exec(file, args, { timeoutMs, input, nice: opts.nice });
+      const r = await exec(file, args, { timeoutMs, input });
       if (r.code === 0) return { stdout: r.stdout, error: null };
       const why = firstLines(r.stderr) || (r.code === null ? `killed by ${r.signal ?? 'signal'}` : `exit code ${r.code}`);
       return { stdout: '', error: `${file}: ${why}` };
