@@ -69,7 +69,7 @@ export interface FileLayer {
 }
 
 // Ignored fields worth a warning when set, with the value that matches what we do anyway.
-const WARN_ROOTS = ['featureGates', 'detectLocalMode', 'detectLocal', 'conntrack', 'nftables', 'winkernel', 'oomScoreAdj', 'iptables.localhostNodePorts', 'iptables.snatNodeInternalIP'];
+const WARN_ROOTS = ['featureGates', 'detectLocalMode', 'detectLocal', 'nftables', 'winkernel', 'oomScoreAdj', 'iptables.localhostNodePorts', 'iptables.snatNodeInternalIP'];
 const HARMLESS: Readonly<Record<string, unknown>> = { detectLocalMode: 'ClusterCIDR', 'iptables.localhostNodePorts': true };
 
 /** Parses the text of a KubeProxyConfiguration file (YAML or JSON) into a Layer; throws ConfigError naming each bad field. */
@@ -132,6 +132,15 @@ function toLayer(c: KubeProxyConfiguration, fileName: string): Layer {
   put('ipvs.tcpTimeout', 'ipvs.tcpTimeoutMs', ipvs?.tcpTimeout, parseDuration);
   put('ipvs.tcpFinTimeout', 'ipvs.tcpFinTimeoutMs', ipvs?.tcpFinTimeout, parseDuration);
   put('ipvs.udpTimeout', 'ipvs.udpTimeoutMs', ipvs?.udpTimeout, parseDuration);
+  // null keeps kube-proxy's default; 0 leaves the kernel's value, as kube-proxy's pointer fields.
+  const ct = c.conntrack;
+  put('conntrack.maxPerCore', 'conntrack.maxPerCore', ct?.maxPerCore, same);
+  put('conntrack.min', 'conntrack.min', ct?.min, same);
+  put('conntrack.tcpEstablishedTimeout', 'conntrack.tcpEstablishedTimeoutMs', ct?.tcpEstablishedTimeout, parseDuration);
+  put('conntrack.tcpCloseWaitTimeout', 'conntrack.tcpCloseWaitTimeoutMs', ct?.tcpCloseWaitTimeout, parseDuration);
+  put('conntrack.tcpBeLiberal', 'conntrack.tcpBeLiberal', ct?.tcpBeLiberal, same);
+  put('conntrack.udpTimeout', 'conntrack.udpTimeoutMs', ct?.udpTimeout, parseDuration);
+  put('conntrack.udpStreamTimeout', 'conntrack.udpStreamTimeoutMs', ct?.udpStreamTimeout, parseDuration);
   if (issues.length > 0) throw new ConfigError(issues);
   return layer;
 }

@@ -44,6 +44,20 @@ export interface Config {
     tcpFinTimeoutMs: number;
     udpTimeoutMs: number;
   };
+  /**
+   * Conntrack settings as kube-proxy applies them, with its defaults; 0 (false) leaves a setting as
+   * the kernel has it. nf_conntrack_max = max(maxPerCore × CPUs, min), its hash size raised to a
+   * quarter of it; both only in the initial network namespace (read-only elsewhere).
+   */
+  conntrack: {
+    maxPerCore: number;
+    min: number;
+    tcpEstablishedTimeoutMs: number;
+    tcpCloseWaitTimeoutMs: number;
+    tcpBeLiberal: boolean;
+    udpTimeoutMs: number;
+    udpStreamTimeoutMs: number;
+  };
   /** Pod CIDRs, at most one per IP family. */
   clusterCIDRs: string[];
   masqueradeAll: boolean;
@@ -99,6 +113,8 @@ const notEmpty = (s: string): string | undefined => (s.length > 0 ? undefined : 
 const path = typed('string', notEmpty);
 const durationMs = typed('number', (n) => (n >= 0 ? undefined : 'must not be negative'));
 const atLeast = (min: number, reason: string) => typed('number', (n) => (n >= min ? undefined : reason));
+/** A timeout the kernel keeps in seconds: 0 (leave it) or at least 1s. */
+const seconds = typed('number', (n) => (n === 0 || n >= 1000 ? undefined : 'must be 0 or at least 1s'));
 const hostPort = object<HostPort>({ host: { rule: ip }, port: { rule: integer(0, 65_535, 'port out of range') } });
 const trimmed: Rule<string> = (v, at, issues) => {
   const s = typed('string')(v, at, issues);
@@ -142,6 +158,15 @@ const configRule = object<Config>(
       tcpTimeoutMs: withDefault(durationMs, () => 0),
       tcpFinTimeoutMs: withDefault(durationMs, () => 0),
       udpTimeoutMs: withDefault(durationMs, () => 0),
+    })),
+    conntrack: nested(object<Config['conntrack']>({
+      maxPerCore: withDefault(integer(0, 2 ** 31 - 1, 'must be within [0, 2147483647]'), () => 32 * 1024),
+      min: withDefault(integer(0, 2 ** 31 - 1, 'must be within [0, 2147483647]'), () => 128 * 1024),
+      tcpEstablishedTimeoutMs: withDefault(seconds, () => 24 * 3_600_000),
+      tcpCloseWaitTimeoutMs: withDefault(seconds, () => 3_600_000),
+      tcpBeLiberal: withDefault(bool, () => false),
+      udpTimeoutMs: withDefault(seconds, () => 0),
+      udpStreamTimeoutMs: withDefault(seconds, () => 0),
     })),
     clusterCIDRs: withDefault(listOf(cidr, onePerFamily), () => []),
     masqueradeAll: withDefault(bool, () => false),

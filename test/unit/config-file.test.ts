@@ -98,6 +98,14 @@ ipvs:
   tcpTimeout: 2h
   tcpFinTimeout: 30s
   udpTimeout: 10s
+conntrack:
+  maxPerCore: 0
+  min: 1000
+  tcpEstablishedTimeout: 2h
+  tcpCloseWaitTimeout: 0s
+  tcpBeLiberal: true
+  udpTimeout: 15s
+  udpStreamTimeout: 1m
 `;
 
 /** parseArgs with an in-memory file system. */
@@ -151,6 +159,8 @@ describe('--config KubeProxyConfiguration', () => {
       syncPeriodMs: 60_000,
       minSyncPeriodMs: 5_000,
       ipvs: { scheduler: 'lc', excludeCIDRs: ['192.168.0.0/16'], strictARP: true, tcpTimeoutMs: 7_200_000, tcpFinTimeoutMs: 30_000, udpTimeoutMs: 10_000 },
+      // 0 is kept (leave the kernel's value), as kube-proxy's pointer fields; null would be the default.
+      conntrack: { maxPerCore: 0, min: 1000, tcpEstablishedTimeoutMs: 7_200_000, tcpCloseWaitTimeoutMs: 0, tcpBeLiberal: true, udpTimeoutMs: 15_000, udpStreamTimeoutMs: 60_000 },
       configFile: '/t.yaml',
     });
   });
@@ -174,12 +184,11 @@ describe('--config KubeProxyConfiguration', () => {
   });
 
   it('warns about set fields it ignores, and names them', () => {
-    const r = withFiles({ '/w': `${HEAD}conntrack:\n  maxPerCore: 32768\n  min: null\ndetectLocalMode: InterfaceNamePrefix\ndetectLocal:\n  interfaceNamePrefix: veth\nfeatureGates:\n  SomeGate: true\niptables:\n  localhostNodePorts: true\noomScoreAdj: -999\n` }, '--config=/w');
+    const r = withFiles({ '/w': `${HEAD}detectLocalMode: InterfaceNamePrefix\ndetectLocal:\n  interfaceNamePrefix: veth\nfeatureGates:\n  SomeGate: true\niptables:\n  localhostNodePorts: true\noomScoreAdj: -999\n` }, '--config=/w');
     expect(r.warnings).toEqual([
       '/w: featureGates.SomeGate: not supported by kube-ipvs-proxy, ignored',
       '/w: detectLocalMode: not supported by kube-ipvs-proxy, ignored',
       '/w: detectLocal.interfaceNamePrefix: not supported by kube-ipvs-proxy, ignored',
-      '/w: conntrack.maxPerCore: not supported by kube-ipvs-proxy, ignored',
       '/w: oomScoreAdj: not supported by kube-ipvs-proxy, ignored',
     ]);
     expect(withFiles({ '/w': `${HEAD}detectLocalMode: ClusterCIDR\n` }, '--config=/w').warnings).toEqual([]);

@@ -27,7 +27,8 @@ describe('parseArgs: values', () => {
       '--ipvs-strict-arp', '--cluster-cidr=10.244.0.0/16,fd00:10:244::/56', '--masquerade-all', '--iptables-masquerade-bit=3',
       '--nodeport-addresses=primary', '--hostname-override=  Node-1.Example ', '--healthz-bind-address=127.0.0.1:1',
       '--metrics-bind-address=0.0.0.0', '--kubeconfig=/etc/kube/kubeconfig', '--master=https://10.0.0.1:6443',
-      '--v=3', '--bind-address=10.1.2.3',
+      '--v=3', '--bind-address=10.1.2.3', '--conntrack-max-per-core=0', '--conntrack-min=1000', '--conntrack-tcp-timeout-established=2h',
+      '--conntrack-tcp-timeout-close-wait=0', '--conntrack-tcp-be-liberal', '--conntrack-udp-timeout=15s', '--conntrack-udp-timeout-stream=1m',
     );
     expect(c).toMatchObject({
       mode: 'iptables',
@@ -45,6 +46,7 @@ describe('parseArgs: values', () => {
       master: 'https://10.0.0.1:6443',
       log: { verbosity: 3 },
       bindAddress: '10.1.2.3',
+      conntrack: { maxPerCore: 0, min: 1000, tcpEstablishedTimeoutMs: 7_200_000, tcpCloseWaitTimeoutMs: 0, tcpBeLiberal: true, udpTimeoutMs: 15_000, udpStreamTimeoutMs: 60_000 },
     });
   });
 
@@ -168,6 +170,8 @@ describe('parseArgs: errors name the flag and the reason', () => {
     [['--nodeport-addresses=primary,10.0.0.0/8'], '--nodeport-addresses: "primary" must be the only value'],
     [['--nodeport-addresses=all'], '--nodeport-addresses: invalid CIDR "all" (or use "primary")'],
     [['--masquerade-bit=32'], '--iptables-masquerade-bit: must be within [0, 31]'],
+    [['--conntrack-max-per-core=-1'], '--conntrack-max-per-core: must be within [0, 2147483647]'],
+    [['--conntrack-udp-timeout=500ms'], '--conntrack-udp-timeout: must be 0 or at least 1s'],
     [['--iptables-masquerade-bit=x'], '--iptables-masquerade-bit: invalid integer "x"'],
     [['--healthz-bind-address=localhost:10256'], '--healthz-bind-address: invalid address "localhost:10256": "localhost" is not an IP address'],
     [['--metrics-bind-address=127.0.0.1:99999'], '--metrics-bind-address: invalid address "127.0.0.1:99999": port 99999 out of range'],
@@ -193,8 +197,8 @@ describe('parseArgs: errors name the flag and the reason', () => {
   });
 
   it('names kube-proxy flags it does not implement', () => {
-    expect(issues('--conntrack-max-per-core=0', '--feature-gates', 'A=true')).toEqual([
-      '--conntrack-max-per-core: kube-proxy flag not supported by kube-ipvs-proxy',
+    expect(issues('--oom-score-adj=-999', '--feature-gates', 'A=true')).toEqual([
+      '--oom-score-adj: kube-proxy flag not supported by kube-ipvs-proxy',
       '--feature-gates: kube-proxy flag not supported by kube-ipvs-proxy',
       'unknown command "A=true" (valid: inspect, cleanup)',
     ]);
@@ -235,10 +239,13 @@ describe('FLAGS and --help', () => {
       'proxy-mode': 'ipvs', 'ipvs-scheduler': 'rr', 'ipvs-sync-period': '30s', 'ipvs-min-sync-period': '1s',
       'iptables-masquerade-bit': '14', 'healthz-bind-address': '0.0.0.0:10256', 'metrics-bind-address': '127.0.0.1:10249',
       'graceful-termination-timeout': '15m', 'logging-format': 'text', v: '0',
+      'conntrack-max-per-core': '32768', 'conntrack-min': '131072', 'conntrack-tcp-timeout-established': '24h', 'conntrack-tcp-timeout-close-wait': '1h',
+      'conntrack-udp-timeout': '0s', 'conntrack-udp-timeout-stream': '0s',
     });
     const d = defaultConfig();
     expect([d.mode, d.ipvs.scheduler, d.syncPeriodMs, d.minSyncPeriodMs, d.masqueradeBit, d.gracefulTerminationTimeoutMs])
       .toEqual(['ipvs', 'rr', 30_000, 1_000, 14, 900_000]);
+    expect(d.conntrack).toEqual({ maxPerCore: 32768, min: 131072, tcpEstablishedTimeoutMs: 86_400_000, tcpCloseWaitTimeoutMs: 3_600_000, tcpBeLiberal: false, udpTimeoutMs: 0, udpStreamTimeoutMs: 0 });
   });
 
   it('prints every flag with its help', () => {

@@ -26,7 +26,7 @@ import { nodeZone } from '../topology.js';
 import { ErrorReporter, EVENT_REASON, healthCheckErrors, trackerHandler } from '../handler.js';
 import { formatCidr, parseCidr } from '../ipvs/desired-net.js';
 import { masqueradeMark } from '../ipvs/rules.js';
-import { applySysctls } from '../ipvs/sysctl.js';
+import { applySysctls, conntrackSysctls } from '../ipvs/sysctl.js';
 import { UdpConntrack, type ConntrackRunner } from '../conntrack.js';
 import { removeIpvsLeftovers, removeStaleJumps } from './leftovers.js';
 import { partialSections } from './restore.js';
@@ -150,9 +150,9 @@ export class IptablesProxier {
     return trackerHandler(this.tracker, this.o, onChange);
   }
 
-  /** One-time node setup: forwarding, and whether conntrack is liberal (then INVALID is not dropped). */
+  /** One-time node setup: forwarding, kube-proxy's conntrack settings, and whether conntrack is liberal (then INVALID is not dropped). */
   private prepare(): void {
-    const settings = [{ key: 'net/ipv4/ip_forward', value: '1', reason: 'route service traffic to endpoints' }];
+    const settings = [{ key: 'net/ipv4/ip_forward', value: '1', reason: 'route service traffic to endpoints' }, ...conntrackSysctls(this.o.config.conntrack)];
     if (existsSync('/proc/sys/net/bridge/bridge-nf-call-iptables')) {
       settings.push({ key: 'net/bridge/bridge-nf-call-iptables', value: '1', reason: 'bridged pod traffic must traverse iptables' });
     }

@@ -32,7 +32,7 @@ import { differing, takeHandoff, writeHandoff } from './handoff.js';
 import { emptyObserved, isOwnedSetName, readObserved } from './observe.js';
 import { formatPlan, plan, type Plan } from './plan.js';
 import { ipvsModeRules, lbNoNodeAccess } from './rules.js';
-import { applySysctls, ipvsSysctls } from './sysctl.js';
+import { applySysctls, conntrackSysctls, ipvsSysctls } from './sysctl.js';
 import type { DesiredContext, ObservedState } from './types.js';
 import { Verifier, type VerifyReport } from './verify.js';
 import { SerialQueue } from '../../serial.js';
@@ -236,7 +236,8 @@ export class IpvsProxier {
    * created by the plan when missing.
    */
   private async ensureNode(scope: DesiredDelta | 'full'): Promise<void> {
-    const failed = (this.o.sysctl ?? applySysctls)(ipvsSysctls({ strictARP: this.o.config.ipvs.strictARP }));
+    const { config } = this.o;
+    const failed = (this.o.sysctl ?? applySysctls)([...ipvsSysctls({ strictARP: config.ipvs.strictARP }), ...conntrackSysctls(config.conntrack)]);
     this.nodeErrors = failed.map((f) => ({ object: `sysctl ${f.key}`, reason: `cannot set ${f.key}=${f.value}: ${f.error}` }));
     try {
       const { created } = await this.o.clients.link.ensureDummy(this.o.dummyName);
