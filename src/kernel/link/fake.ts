@@ -1,5 +1,6 @@
-// An in-memory LinkClient with the kernel's answers (EEXIST, EADDRNOTAVAIL, ENODEV) and error
-// injection, for unit tests of code that drives the dummy link.
+// An in-memory LinkClient with the kernel's answers (EEXIST, EADDRNOTAVAIL, ENODEV), held to the
+// kernel by the case table both run (test/kernel/lib/cases/link-cases.ts), with error injection,
+// for unit tests of code that drives the dummy link.
 import { constants as os } from 'node:os';
 
 import type { Family } from '../../model/ip.js';
@@ -24,6 +25,33 @@ interface FakeLink extends Link {
 function kernelError(op: string, code: string, object: string): NetlinkError {
   const errno = (os.errno as Record<string, number>)[code] ?? 0;
   return new NetlinkError({ op, code, errno, object });
+}
+
+/**
+ * True for an address no link but lo takes (EADDRNOTAVAIL): IPv6 ::, multicast, and ::1 off lo.
+ * NOTE: ipv6_add_addr() in net/ipv6/addrconf.c; IPv4 takes any address (0.0.0.0 is acknowledged
+ * and not added: __inet_insert_ifa in net/ipv4/devinet.c).
+ */
+function unassignable(address: string, family: Family, link: string): boolean {
+  return family === 'ipv6' && (address === '::' || address.startsWith('ff') || (address === '::1' && link !== 'lo'));
+}
+
+/** IPv6 address scope as the kernel ranks it (ipv6_addr_src_scope): global 14, site 5, link 2, host 1. */
+function scopeRank(address: string): number {
+  if (address === '::1') return 1;
+  if (isIpv6LinkLocal(address, 'ipv6')) return 2;
+  return /^fe[c-f][0-9a-f]:/.test(address) ? 5 : 14;
+}
+
+/**
+ * A link's addresses in the kernel's dump order: IPv4 in the order added, then IPv6 by scope
+ * (global first), the newest first within a scope (ipv6_link_dev_addr).
+ */
+function inKernelOrder(l: FakeLink, family?: Family): Array<{ address: string; family: Family }> {
+  const all = [...l.addresses.values()];
+  const v4 = all.filter((a) => a.family === 'ipv4');
+  const v6 = all.filter((a) => a.family === 'ipv6').reverse().sort((a, b) => scopeRank(b.address) - scopeRank(a.address));
+  return family === 'ipv4' ? v4 : family === 'ipv6' ? v6 : [...v4, ...v6];
 }
 
 /** LinkClient over a map of links; starts with `lo` (127.0.0.1, ::1) unless told otherwise. */
@@ -73,10 +101,14 @@ export class FakeLinkClient implements LinkClient {
     return { index: l.index, name: l.name, kind: l.kind, up: l.up };
   }
 
-  private find(op: string, ref: LinkRef): FakeLink {
-    const name = typeof ref === 'string' ? ref : ref.name;
-    const l = this.links.get(name);
-    if (!l || (typeof ref !== 'string' && ref.index !== l.index)) throw kernelError(op, 'ENODEV', name);
+  /**
+   * The link a ref names: by name (ENODEV when missing), or by index as the kernel reads a ref
+   * (undefined when no link has it: the real client then gets ENODEV per address, and an empty dump).
+   */
+  private find(op: string, ref: LinkRef): FakeLink | undefined {
+    if (typeof ref !== 'string') return [...this.links.values()].find((l) => l.index === ref.index);
+    const l = this.links.get(ref);
+    if (!l) throw kernelError(op, 'ENODEV', ref);
     return l;
   }
 
@@ -109,7 +141,8 @@ export class FakeLinkClient implements LinkClient {
 
   async listAddresses(link: LinkRef): Promise<string[]> {
     this.enter('listAddresses', typeof link === 'string' ? link : link.name);
-    return [...this.find('link.listAddresses', link).addresses.keys()];
+    const l = this.find('link.listAddresses', link);
+    return l ? inKernelOrder(l).map((a) => a.address) : [];
   }
 
   async addAddresses(link: LinkRef, addresses: readonly string[]): Promise<AddressResult[]> {
@@ -131,22 +164,25 @@ export class FakeLinkClient implements LinkClient {
         throw e;
       }
     });
-    const target = parsed.some((p) => !(p instanceof ValidationError)) ? this.find(op, link) : null;
+    const target = parsed.some((p) => !(p instanceof ValidationError)) ? this.find(op, link) : undefined;
+    const name = typeof link === 'string' ? link : link.name;
     return parsed.map((p, i): AddressResult => {
       if (p instanceof ValidationError) return { address: String(addresses[i]), ok: false, error: p };
-      const object = `${p.address} dev ${target!.name}`;
+      const object = `${p.address} dev ${target?.name ?? name}`;
+      if (!target) return { address: p.address, ok: false, error: kernelError(op, 'ENODEV', object) };
       const fault = this.addressFaults.get(p.address);
       if (fault) {
         this.addressFaults.delete(p.address);
         return { address: p.address, ok: false, error: kernelError(op, fault, object) };
       }
-      const have = target!.addresses.has(p.address);
+      const have = target.addresses.has(p.address);
       if (kind === 'add') {
+        if (unassignable(p.address, p.family, target.name)) return { address: p.address, ok: false, error: kernelError(op, 'EADDRNOTAVAIL', object) };
         if (have) return { address: p.address, ok: false, error: kernelError(op, 'EEXIST', object) };
-        target!.addresses.set(p.address, p);
+        if (p.address !== '0.0.0.0') target.addresses.set(p.address, p);
       } else {
         if (!have) return { address: p.address, ok: false, error: kernelError(op, 'EADDRNOTAVAIL', object) };
-        target!.addresses.delete(p.address);
+        target.addresses.delete(p.address);
       }
       return { address: p.address, ok: true };
     });
@@ -156,9 +192,10 @@ export class FakeLinkClient implements LinkClient {
     this.enter('localAddresses');
     const exclude = new Set(opts.exclude ?? []);
     const out: LocalAddress[] = [];
-    for (const l of this.links.values()) {
-      if (exclude.has(l.name)) continue;
-      for (const a of l.addresses.values()) {
+    // The kernel dumps every link's IPv4 addresses, then every link's IPv6 ones (links by index).
+    const links = [...this.links.values()].filter((l) => !exclude.has(l.name)).sort((a, b) => a.index - b.index);
+    for (const [l, family] of (['ipv4', 'ipv6'] as const).flatMap((f) => links.map((l) => [l, f] as const))) {
+      for (const a of inKernelOrder(l, family)) {
         if (!opts.includeLoopback && isLoopback(a.address, a.family)) continue;
         if (!opts.includeLinkLocal && isIpv6LinkLocal(a.address, a.family)) continue;
         out.push({ address: a.address, family: a.family, interface: l.name });

@@ -1,13 +1,14 @@
 import { assertIsolated } from '../lib/guard.js';
 assertIsolated();
 
-// The link client inside User-Mode Linux (which has the dummy module): kube-ipvs0 created,
-// adopted and deleted; batched v4+v6 addresses cross-checked both ways with iproute2; the
-// addresses of a down dummy are local (traffic to them is accepted).
+// The link client inside User-Mode Linux (which has the dummy module): the case table the fake
+// runs too; kube-ipvs0 cross-checked with iproute2; batched v4+v6 addresses cross-checked both
+// ways with iproute2; the addresses of a down dummy are local (traffic to them is accepted).
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 
-import { NetlinkError, isExist, isNotFound } from '../../../src/kernel/errors.js';
-import { DEFAULT_DUMMY_LINK, LinkKindError, NetlinkLinkClient } from '../../../src/kernel/link.js';
+import { NetlinkError, isExist } from '../../../src/kernel/errors.js';
+import { DEFAULT_DUMMY_LINK, NetlinkLinkClient } from '../../../src/kernel/link.js';
+import { LINK_CASES, runLinkCase, type LinkWorld } from '../lib/cases/link-cases.js';
 import { NetLab, connectMany, delLink, run } from '../lib/netns.js';
 
 const client = NetlinkLinkClient.open();
@@ -26,8 +27,21 @@ const codes = (rs: ReadonlyArray<{ ok: boolean; error?: unknown }>) => rs.map((r
 
 afterAll(async () => {
   await lab.cleanup();
-  for (const l of [DEFAULT_DUMMY_LINK, 'kip-d1', 'kip-v1']) await delLink(l);
+  await delLink(DEFAULT_DUMMY_LINK);
   client.close();
+});
+
+/** What another program does to links: iproute2. */
+const iproute2: LinkWorld = {
+  addLink: async (name, kind) => void (await run('ip', ['link', 'add', name, 'type', kind, ...(kind === 'veth' ? ['peer', 'name', `${name}p`] : [])])),
+};
+
+describe('the link case table (the fake runs it too: test/unit/link-fake.test.ts)', () => {
+  afterEach(async () => {
+    const links = (await run('ip', ['-o', 'link', 'show'])).split('\n').map((l) => /^\d+: ([^:@]+)/.exec(l)?.[1]).filter((n): n is string => !!n);
+    for (const l of links.filter((n) => n === DEFAULT_DUMMY_LINK || n.startsWith('kipc'))) await delLink(l);
+  });
+  it.each(LINK_CASES.map((c) => [c.name, c] as const))('%s', (_name, c) => runLinkCase(client, iproute2, c));
 });
 
 describe('the dummy link', () => {
@@ -40,21 +54,6 @@ describe('the dummy link', () => {
     const again = await client.ensureDummy('kube-ipvs0');
     expect(again).toEqual({ created: false, link: first.link });
     expect(await client.getLink('kube-ipvs0')).toEqual(first.link);
-  });
-
-  it('adopts a dummy made by `ip link add`, refuses a veth of the same name', async () => {
-    await run('ip', ['link', 'add', 'kip-d1', 'type', 'dummy']);
-    const r = await client.ensureDummy('kip-d1');
-    expect(r).toMatchObject({ created: false, link: { name: 'kip-d1', kind: 'dummy' } });
-    expect(await client.deleteLink('kip-d1', { kind: 'dummy' })).toBe(true);
-    await expect(run('ip', ['link', 'show', 'kip-d1'])).rejects.toThrow(/does not exist/);
-
-    await run('ip', ['link', 'add', 'kip-v1', 'type', 'veth', 'peer', 'name', 'kip-v2']);
-    const e = await client.ensureDummy('kip-v1').catch((x: unknown) => x);
-    expect(e).toBeInstanceOf(LinkKindError);
-    expect(e).toMatchObject({ actual: 'veth', expected: 'dummy', message: expect.stringMatching(/kip-v1 exists but is a veth, not a dummy/) });
-    await expect(client.deleteLink('kip-v1', { kind: 'dummy' })).rejects.toThrow(LinkKindError);
-    expect(await client.deleteLink('kip-v1')).toBe(true);
   });
 });
 
@@ -77,17 +76,6 @@ describe('addresses on kube-ipvs0', () => {
     expect(await run('ip', ['route', 'get', '10.96.0.1'])).toMatch(/^local 10\.96\.0\.1 dev lo/);
     expect(await run('ip', ['-6', 'route', 'get', 'fd00:96::1'])).toMatch(/^local fd00:96::1 /);
     expect(new Set(await client.listAddresses('kube-ipvs0'))).toEqual(new Set(all));
-  });
-
-  it('reports EEXIST per existing address and EADDRNOTAVAIL per missing one', async () => {
-    await client.addAddresses('kube-ipvs0', ['10.96.1.1', 'fd00:96:1::1']);
-    const add = await client.addAddresses('kube-ipvs0', ['10.96.1.1', '10.96.1.2', 'fd00:96:1::1', 'fd00:96:1::2']);
-    expect(codes(add)).toEqual(['EEXIST', 'ok', 'EEXIST', 'ok']);
-    expect(add.filter((r) => !r.ok).every((r) => !r.ok && isExist(r.error))).toBe(true);
-    const del = await client.deleteAddresses('kube-ipvs0', ['10.96.1.1', '10.96.1.9', 'fd00:96:1::1', 'fd00:96:1::9']);
-    expect(codes(del)).toEqual(['ok', 'EADDRNOTAVAIL', 'ok', 'EADDRNOTAVAIL']);
-    expect(del.filter((r) => !r.ok).every((r) => !r.ok && isNotFound(r.error))).toBe(true);
-    expect((await ipAddrs('kube-ipvs0')).sort()).toEqual(['10.96.1.2/32', 'fd00:96:1::2/128']);
   });
 
   it('reads back exactly what `ip addr add` wrote, and deletes it', async () => {
