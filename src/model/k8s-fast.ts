@@ -285,8 +285,8 @@ export function plainEndpointSlice(raw: unknown): Out<EndpointSlice> {
   if ((raw.apiVersion !== undefined && raw.apiVersion !== 'discovery.k8s.io/v1') || (raw.kind !== undefined && raw.kind !== 'EndpointSlice')) return NOT_PLAIN;
   const md = metadata(raw.metadata);
   const addressType = oneOf(raw.addressType, ADDRESS_TYPES);
-  const endpoints = raw.endpoints === undefined ? [] : arrayOf(raw.endpoints, endpoint);
-  const ports = raw.ports === undefined ? [] : arrayOf(raw.ports, slicePort);
+  const endpoints = raw.endpoints == null ? [] : arrayOf(raw.endpoints, endpoint);
+  const ports = raw.ports == null ? [] : arrayOf(raw.ports, slicePort);
   if (md === NOT_PLAIN || addressType === NOT_PLAIN || endpoints === NOT_PLAIN || ports === NOT_PLAIN) return NOT_PLAIN;
   return { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', metadata: md, addressType, endpoints, ports };
 }

@@ -13,6 +13,8 @@ function build(z: Zod) {
   const ipString = z.string().refine((s) => familyOf(s) !== null, { error: (i) => `invalid IP address ${JSON.stringify(i.input)}` });
   const protocol = z.enum(K8S_PROTOCOLS).default('TCP');
   const portNumber = z.number().int().min(1).max(65535);
+  /** A list that may be absent or null (a Go nil slice), read as []. */
+  const nullableList = <T extends z.ZodType>(item: T) => z.array(item).nullish().transform((v) => v ?? []);
 
   /** metadata: name, namespace (default "default"), labels, annotations. */
   const metadata = z.object({
@@ -69,8 +71,9 @@ function build(z: Zod) {
     kind: z.literal('EndpointSlice').default('EndpointSlice'),
     metadata,
     addressType: z.enum(ADDRESS_TYPES),
-    endpoints: z
-      .array(
+    // NOTE: the EndpointSlice controller (a Go client) writes a slice with no endpoints as
+    // `endpoints: null, ports: null` (nil slices, no omitempty in discovery/v1 types.go).
+    endpoints: nullableList(
         z.object({
           addresses: z.array(z.string()).min(1),
           conditions: z
@@ -86,11 +89,8 @@ function build(z: Zod) {
             })
             .optional(),
         }),
-      )
-      .default([]),
-    ports: z
-      .array(z.object({ name: z.string().default(''), protocol, port: z.number().int().min(1).max(65535).optional() }))
-      .default([]),
+    ),
+    ports: nullableList(z.object({ name: z.string().default(''), protocol, port: z.number().int().min(1).max(65535).optional() })),
   });
 
   /** Node (v1): name, labels, addresses, and what decides its eligibility (deletion, taints). */
