@@ -482,20 +482,7 @@ Napi::Value ReleaseMemory(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-// glibc hands the top of its heap back to the kernel after a large enough free, and serves
-// allocations from 128 KiB up with their own mmap: start-up's bursts of allocations (list pages,
-// batch buffers, compiler zones) then fault the same memory in again and again, and a page fault
-// costs ~150 µs in UML (1 µs on a host): 10,000 of the 50,000 faults of a 3,000-Service cold
-// start. Memory goes back when releaseMemory says so (malloc_trim ignores these thresholds).
-void tuneMalloc() {
-#ifdef __GLIBC__
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest (HEAP_MAX_SIZE / 2 on 64-bit)
-#endif
-}
-
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
-  tuneMalloc();
   exports.Set("releaseMemory", Napi::Function::New<ReleaseMemory>(env, "releaseMemory"));
   exports.Set("Socket", Socket::Init(env));
   exports.Set("encode", Napi::Function::New<Encode>(env, "encode"));

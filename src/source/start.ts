@@ -112,8 +112,5 @@ export async function startSource(config: Config, logger: Logger, { resume = fal
   synced.catch(() => {}); // awaited by the daemon once the proxier can take the objects
   const loaded = tracker();
   loaded.catch(() => {}); // awaited by the daemon before it builds the proxier
-  // The addon once the first requests are on their way: loading it tunes glibc's malloc for the
-  // bursts of the initial lists (tuneMalloc in native/addon.cc).
-  await import('../native/binding.js');
   return { source, held, synced, tracker: loaded, leave };
 }
