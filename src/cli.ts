@@ -1,14 +1,11 @@
 #!/usr/bin/env -S MALLOC_ARENA_MAX=1 node
 // Environment above: the image (ENV) and the benchmarks use the same.
-// - One glibc malloc arena for every thread: the addon's netlink work on libuv's threads and V8's
-//   background compilers and markers otherwise each fill an arena of their own, which malloc_trim
-//   cannot empty while a few live blocks remain (3,000 x 10: 6 MiB less RSS after the cold start,
-//   and after 3 minutes of churn +2.8 % over it instead of +6.7 %). It must be set before node
-//   starts: glibc creates the arenas before any of our code runs.
-// - No V8 flags (test/unit/chart-image.test.ts checks): any V8 flag changes the hash node's
-//   embedded code cache is keyed by, so node would compile every built-in module it loads from
-//   source (spawn -> first list request 2.20 -> 1.87 s in UML without --max-semi-space-size=4).
-//   V8 sizes its heap from the memory limit instead: the chart's 512Mi gives 1 MiB semi-spaces.
+// - One glibc malloc arena for every thread: otherwise libuv's and V8's threads each fill an arena
+//   that malloc_trim cannot empty while a few blocks live (docs/decisions.md). It must be set
+//   before node starts: glibc creates the arenas before any of our code runs.
+// - No V8 flags (test/unit/chart-image.test.ts checks): any V8 flag makes node compile its
+//   built-in modules from source instead of its embedded code cache. V8 sizes its heap from the
+//   memory limit instead.
 // Entry point: `kube-ipvs-proxy [flags]` (the daemon), `inspect [--json]`, `cleanup`.
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';

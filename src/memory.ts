@@ -1,24 +1,12 @@
-// Gives memory back after bursts of work. Decoding the initial lists and the first sync leave
-// V8's heap holding tens of MiB of pages that only garbage used, and glibc's heap the freed
-// buffers of the large netlink batches: neither is returned to the kernel on its own while the
-// daemon idles, so RSS would stay at its start-up peak. After the first sync the keeper runs one
-// full release: a blocking memory-reducing GC (V8 compacts and unmaps its free pages) and
-// malloc_trim; tens of ms on a node, 0.4–3.4 s in UML at 3,000–10,000 Services. (Its GC also
-// leaves V8's young generation shrunk and uncommitted, so the changes after it fault in what they
-// allocate, ~45 page faults per change at 3,000 × 10 until a GC at a high allocation rate:
-// ~13 µs each on the development host, 187 µs in UML; see bench/HISTORY.md, "the memory releases
-// start the faults".)
-//
-// Later, whenever RSS has grown by more than QUIET_GROWTH over its value after the last full
-// release (a burst of changes, a periodic verification's reads):
-// - the same full release once no change has been asked for during QUIET_MS: its GC blocks the
-//   event loop, and a change arriving during it would wait. (An idle verification's reads leave
-//   RSS 8–10 % up at 3,000 × 10 in UML: with a threshold of a tenth about every other one stayed,
-//   and RSS at idle was 90 or 100 MiB depending on when it was read.)
-// - until then, if it grew by more than GROWTH, at most once per interval, an incremental
-//   release (V8 under moderate memory pressure marks in steps; the call held the loop 47–334 ms
-//   in UML) right after a sync, where it delays nothing: the next sync cannot start before the
-//   min sync period. Without it V8's committed heap creeps up under steady churn.
+// Gives memory back after bursts of work. The initial lists and the first sync leave V8's heap
+// holding pages only garbage used, and glibc's heap the freed buffers of large netlink batches;
+// neither is returned to the kernel on its own, so RSS would stay at its start-up peak. A full
+// release (a blocking memory-reducing GC, then malloc_trim) runs after the first sync, and later,
+// whenever RSS has grown by more than QUIET_GROWTH over its value after the last full release,
+// once no change has been asked for during QUIET_MS (its GC blocks the event loop, and a change
+// arriving during it would wait). Until then, if RSS grew by more than GROWTH, an incremental
+// release (V8 marks in steps) runs right after a sync, at most once per interval: without it
+// RSS climbs under steady churn. Figures: docs/decisions.md.
 import type { Logger } from './log.js';
 import { native } from './native/binding.js';
 
@@ -85,7 +73,7 @@ export class MemoryKeeper {
   afterSync(): void {
     if (this.#deferred) return;
     if (!this.#released) return this.#schedule('first');
-    // One read of RSS per sync (it opens and reads /proc/self/stat: three syscalls, ~0.15 ms in UML).
+    // One read of RSS per sync.
     const rss = this.#rss();
     if (!this.#grown(QUIET_GROWTH, rss)) return;
     if (this.#quietFor() >= QUIET_MS) return this.#schedule('full');
@@ -96,9 +84,9 @@ export class MemoryKeeper {
   /**
    * Call when the periodic verification is done. While changes come (no QUIET_MS without one),
    * memory is not looked at now: a release would land wherever the verification happened to end,
-   * e.g. in the middle of the next sync (measured: ~0.2 s of GC inside a partial sync at 10,000
-   * Services); the next sync's afterSync() looks right after itself instead, and a full release
-   * once it is quiet is armed here. Otherwise (quiet, or before the first release) as afterSync().
+   * e.g. in the middle of the next sync; the next sync's afterSync() looks right after itself
+   * instead, and a full release once it is quiet is armed here. Otherwise (quiet, or before the
+   * first release) as afterSync().
    */
   afterVerification(): void {
     if (!this.#released || this.#quietFor() >= QUIET_MS) return this.afterSync();

@@ -1,7 +1,7 @@
 // One YAML document (a config file, a kubeconfig) → its value, without loading js-yaml when the
 // block reader (source/yaml-block.ts) can read the text, which is what kubectl, kubeadm and Helm
 // write. js-yaml is loaded the first time a text needs it (from node_modules, outside the bundle;
-// --manifests uses the same copy): on the start-up path it cost ~60 ms and ~180 page faults in UML.
+// --manifests uses the same copy).
 import { createRequire } from 'node:module';
 
 import type * as JsYaml from 'js-yaml';

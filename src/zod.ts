@@ -1,9 +1,8 @@
-// zod, loaded on its first use. Its import was the largest module load of a start-up (0.6–0.8 s
-// and 2,800 page faults in UML, ~95 ms on a host, 7 MiB of RSS) while the common path needs none
-// of it: plain Services and EndpointSlices and Nodes are decoded by model/k8s-fast.ts, kernel
-// values checked by hand (kernel/ipvs/types.ts, kernel/ipset/client.ts). zod decides, and names
-// the field, for whatever those do not pass. It is required (its CommonJS build, synchronously)
-// the first time a schema is used, so every caller stays synchronous.
+// zod, loaded on its first use. Its import is the largest module load of a start-up, while the
+// common path needs none of it: plain Services, EndpointSlices and Nodes are decoded by
+// model/k8s-fast.ts, kernel values checked by hand (kernel/ipvs/types.ts, kernel/ipset/client.ts).
+// zod decides, and names the field, for whatever those do not pass. It is required (its CommonJS
+// build, synchronously) the first time a schema is used, so every caller stays synchronous.
 import { createRequire } from 'node:module';
 
 import type { z } from 'zod';

@@ -3,11 +3,9 @@
 // absent where the schema allows it) gets exactly what the schema's parse would give, key order
 // included; anything else (a wrong type, an out-of-range number, a `__proto__` key, an object
 // with another prototype) returns NOT_PLAIN and the zod schema decides, with its messages.
-// Why: at cluster scale zod's parse allocated ~12 kB of garbage per object (75 MiB for 3,000
-// Services + slices, a third of the cold start's young-generation GCs) and was the largest
-// JavaScript item of the initial list's profile; and with a plain Node too, a daemon never
-// loads zod (zod.ts). test/unit/k8s-fast.test.ts holds the two equal on random objects, valid
-// and broken.
+// Why: a daemon whose objects are all plain never loads zod (zod.ts), whose import and first
+// parses are a large part of a start-up (docs/decisions.md). test/unit/k8s-fast.test.ts holds the
+// two equal on random objects, valid and broken.
 import { familyOf } from './ip.js';
 import { ADDRESS_TYPES, IP_FAMILIES, K8S_PROTOCOLS, SERVICE_TYPES, SESSION_AFFINITIES, TRAFFIC_POLICIES } from './k8s.js';
 import type { EndpointSlice, Node, Service } from './k8s.js';

@@ -1,6 +1,6 @@
 // A reader for the block YAML that kubectl, Helm and the `yaml` package write: block mappings and
 // sequences, one-line plain and quoted scalars, `[]` and `{}`, comments. It builds exactly what
-// js-yaml's load (core schema) builds from the same text, about five times faster, and returns
+// js-yaml's load (core schema) builds from the same text, faster (docs/decisions.md), and returns
 // UNSUPPORTED for anything else (flow collections, block scalars, multi-line scalars, escapes,
 // anchors, aliases, tags, tabs, CR, complex keys, duplicate keys, errors): the caller then reads
 // the document with js-yaml, which also names the line and column of an error.
@@ -11,9 +11,9 @@
 // manifest-parse.ts's stripUnread blanks, and under the same rule: from the first line whose
 // brackets do not balance, nothing more is skipped.
 //
-// It does not import js-yaml (~60 ms and ~180 page faults of a start-up in UML): plain scalars are
-// resolved by plainScalar below, js-yaml's core-schema rules written out (a test checks it
-// against js-yaml's own types on random and hand-picked strings).
+// It does not import js-yaml: plain scalars are resolved by plainScalar below, js-yaml's
+// core-schema rules written out (a test checks it against js-yaml's own types on random and
+// hand-picked strings).
 
 /** The text needs js-yaml. */
 export const UNSUPPORTED: unique symbol = Symbol('unsupported');

@@ -274,8 +274,7 @@ describe('Dockerfile', () => {
 
   it("the CLI's node flags keep node's code cache for its built-in modules (no V8 flag)", () => {
     // node's built-in modules are compiled from a code cache keyed by V8's flags: with any V8
-    // flag (--max-semi-space-size=4 was one) node compiles each from source, and spawn -> first
-    // list request took 2.20 s instead of 1.87 s in UML.
+    // flag node compiles each from source.
     const tag = (args: string[]): string => {
       const r = spawnSync(process.execPath, [...args, '-p', "require('node:v8').cachedDataVersionTag()"], { encoding: 'utf8' });
       expect(r.status, r.stderr).toBe(0);
