@@ -44,7 +44,7 @@ export async function runCleanup(config: Config, logger: Logger): Promise<number
     ...(['ipv4', 'ipv6'] as const).map((family) => ({
       what: `iptables ${family}`,
       run: async () => {
-        const plans = await (await Iptables.create({ family })).cleanup();
+        const plans = await (await Iptables.create({ family })).cleanup(['nat', 'filter', 'mangle']);
         return `removed ${plans.reduce((n, p) => n + p.deletedChains.length, 0)} chains`;
       },
     })),

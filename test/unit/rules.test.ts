@@ -90,6 +90,15 @@ COMMIT
 -A KUBE-IPVS-FILTER -m conntrack --ctstate NEW -m set --match-set KUBE-IPVS-IPS dst -j REJECT
 -A KUBE-IPVS-OUT-FILTER -s 198.51.100.1 -m ipvs --vaddr 198.51.100.1 --vproto tcp --vport 80 -j DROP
 COMMIT
+*mangle
+:KUBE-PROXY-FIREWALL - [0:0]
+:KUBE-SOURCE-RANGES-FIREWALL - [0:0]
+-I OUTPUT -m comment --comment "kube-proxy firewall rules for node-originated traffic" -j KUBE-PROXY-FIREWALL
+-A KUBE-PROXY-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port for load balancer with sourceRange" -m set --match-set KUBE-LOAD-BALANCER-FW dst,dst -j KUBE-SOURCE-RANGES-FIREWALL
+-A KUBE-SOURCE-RANGES-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port + source cidr for packet filter purpose" -m set --match-set KUBE-LOAD-BALANCER-SOURCE-CIDR dst,dst,src -j RETURN
+-A KUBE-SOURCE-RANGES-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port + source IP for packet filter purpose" -m set --match-set KUBE-LOAD-BALANCER-SOURCE-IP dst,dst,src -j RETURN
+-A KUBE-SOURCE-RANGES-FIREWALL -j DROP
+COMMIT
 `);
   });
 
@@ -111,6 +120,7 @@ COMMIT
       '-A KUBE-SOURCE-RANGES-FIREWALL -j DROP',
     ]);
     expect(lines(specs, 'filter').filter((l) => l.startsWith('-A KUBE-IPVS-FILTER'))).toHaveLength(6);
+    expect(lines(specs, 'mangle')).toEqual(['-A KUBE-SOURCE-RANGES-FIREWALL -j DROP']);
   });
 });
 
@@ -166,7 +176,7 @@ describe('ipvsModeRules: sets and families', () => {
 
   it('owns exactly kube-proxy\'s IPVS-mode chains, never kubelet\'s KUBE-FIREWALL / KUBE-MARK-DROP', () => {
     const specs = ipvsModeRules(ctx(), 'ipv4', ALL);
-    expect(specs.map((t) => [t.table, t.chains.map((c) => c.name)])).toEqual([['nat', [...CHAINS.nat]], ['filter', [...CHAINS.filter]]]);
+    expect(specs.map((t) => [t.table, t.chains.map((c) => c.name)])).toEqual([['nat', [...CHAINS.nat]], ['filter', [...CHAINS.filter]], ['mangle', [...CHAINS.mangle]]]);
     for (const t of specs) for (const c of t.chains) expect(defaultIsOwned(c.name, t.table), c.name).toBe(true);
     const text = restoreText(specs);
     expect(text).not.toMatch(/KUBE-FIREWALL|KUBE-MARK-DROP/);

@@ -114,6 +114,8 @@ export interface IpvsLeftoverClients {
   link: LinkClient;
   ipvs?: IpvsClient | null;
   ipset?: IpsetClient | null;
+  /** The drivers whose mangle chains (the IPVS mode's, matching its sets) go before the sets. */
+  iptables?: readonly Iptables[];
   dummyName: string;
   /** Virtual servers inside these CIDRs are never deleted (--ipvs-exclude-cidrs). */
   excludeCIDRs: readonly string[];
@@ -129,8 +131,8 @@ export interface LeftoverStep {
 /**
  * Removes what the IPVS mode leaves behind. Virtual servers are deleted only when the IPVS mode's
  * dummy link exists (evidence that this proxy ran in IPVS mode here, as kube-proxy decided);
- * then the IPVS mode's ipsets (call this after the rules that match them are gone) and the dummy
- * link. Every step runs even when an earlier one fails; nothing throws.
+ * then the IPVS mode's ipsets (call this after the nat and filter rules that match them are gone;
+ * its mangle chains go here, first) and the dummy link. Every step runs even when an earlier one fails; nothing throws.
  */
 export async function removeIpvsLeftovers(c: IpvsLeftoverClients): Promise<LeftoverStep[]> {
   const steps: LeftoverStep[] = [];
@@ -161,6 +163,7 @@ export async function removeIpvsLeftovers(c: IpvsLeftoverClients): Promise<Lefto
       const present = new Set(await ipset.listNames());
       const doomed = OWNED_SETS.map((s) => s.spec.name).filter((n) => present.has(n));
       if (doomed.length === 0) return null;
+      for (const ipt of c.iptables ?? []) await ipt.cleanup(['mangle']); // the IPVS mode's node-originated source-range checks
       const failed: string[] = [];
       for (const name of doomed) await ipset.destroy(name, { exist: true }).catch((e: Error) => void failed.push(`${name}: ${e.message}`));
       if (failed.length > 0) throw new Error(`${failed.length} of ${doomed.length} ipsets not destroyed: ${failed.join('; ')}`);

@@ -367,13 +367,14 @@ export class IptablesProxier {
     }
   }
 
-  /** Once, after the first successful sync: the IPVS mode's virtual servers, ipsets and dummy link. */
+  /** Once, after the first successful sync: the IPVS mode's virtual servers, ipsets (and the mangle chains that match them) and dummy link. */
   private async removeLeftovers(): Promise<void> {
     const c = this.o.clients;
     const steps = await removeIpvsLeftovers({
       link: c.link,
       ipvs: c.ipvs,
       ipset: c.ipset,
+      iptables: [...this.families.values()].map((f) => f.ipt),
       dummyName: this.o.dummyName ?? DEFAULT_DUMMY_LINK,
       excludeCIDRs: this.o.config.ipvs.excludeCIDRs,
     });

@@ -1,6 +1,7 @@
 // The iptables rules of kube-proxy's IPVS mode (writeIptablesRules in pkg/proxy/ipvs/proxier.go),
-// per family, as owned chains plus jumps from the built-in chains. A rule matching a set is left
-// out while that set is empty, as kube-proxy does.
+// per family, as owned chains plus jumps from the built-in chains, and ours in mangle (the
+// source ranges for node-originated traffic, MANGLE_JUMPS). A rule matching a set is left out
+// while that set is empty, as kube-proxy does.
 import { comment, type ChainSpec, type JumpSpec, type Rule, type TableSpec } from '../../kernel/iptables.js';
 import type { Family } from '../../model/ip.js';
 import { formatCidr, parseCidr } from './desired-net.js';
@@ -18,6 +19,7 @@ export const CHAINS = {
     'KUBE-IPVS-FILTER',
     'KUBE-IPVS-OUT-FILTER',
   ],
+  mangle: ['KUBE-PROXY-FIREWALL', 'KUBE-SOURCE-RANGES-FIREWALL'],
 } as const;
 
 const jump = (chain: string, target: string, text: string): JumpSpec => ({
@@ -40,6 +42,12 @@ const FILTER_JUMPS: readonly JumpSpec[] = [
   jump('INPUT', 'KUBE-NODE-PORT', 'kubernetes health check rules'),
   jump('OUTPUT', 'KUBE-IPVS-OUT-FILTER', 'kubernetes ipvs access filter'),
 ];
+/**
+ * Load-balancer source ranges for the node's own connections (and hostNetwork Pods'): IPVS takes
+ * them in OUTPUT before the filter table (at NF_IP_PRI_NAT_DST + 2), which then sees the real
+ * server as the destination; mangle OUTPUT still sees the load-balancer address (kubernetes#119656).
+ */
+const MANGLE_JUMPS: readonly JumpSpec[] = [jump('OUTPUT', 'KUBE-PROXY-FIREWALL', 'kube-proxy firewall rules for node-originated traffic')];
 
 /** `0x4000` for bit 14: the masquerade mark. */
 export function masqueradeMark(bit: number): string {
@@ -92,6 +100,7 @@ export function ipvsModeRules(
 ): TableSpec[] {
   const natRules: Record<string, Rule[]> = Object.fromEntries(CHAINS.nat.map((c) => [c, [] as Rule[]]));
   const filterRules: Record<string, Rule[]> = Object.fromEntries(CHAINS.filter.map((c) => [c, [] as Rule[]]));
+  const mangleRules: Record<string, Rule[]> = Object.fromEntries(CHAINS.mangle.map((c) => [c, [] as Rule[]]));
   const nat = (c: string, r: Rule): void => void natRules[c]!.push(r);
   const filter = (c: string, r: Rule): void => void filterRules[c]!.push(r);
   const name = (s: SetName): string => setName(s, family);
@@ -106,6 +115,8 @@ export function ipvsModeRules(
     const rule = [...(j.proto ? ['-p', j.proto] : []), ...commented(j.set, j.match), '-j', j.to];
     if (j.table === 'nat') nat(j.from, rule);
     else filter(j.from, rule);
+    // The same source-range checks for node-originated packets (MANGLE_JUMPS).
+    if (j.table === 'filter') mangleRules[j.from]!.push(rule);
   }
 
   if (has(SET.CLUSTER_IP)) {
@@ -128,6 +139,7 @@ export function ipvsModeRules(
   nat('KUBE-SERVICES', ['-m', 'addrtype', '--dst-type', 'LOCAL', '-j', 'KUBE-NODE-PORT']);
   nat('KUBE-LOAD-BALANCER', ['-j', 'KUBE-MARK-MASQ']);
   filter('KUBE-SOURCE-RANGES-FIREWALL', ['-j', 'DROP']);
+  mangleRules['KUBE-SOURCE-RANGES-FIREWALL']!.push(['-j', 'DROP']);
   for (const e of noNodeAccess) filter('KUBE-IPVS-OUT-FILTER', outFilterRule(e));
   // Accept traffic to IPVS VIPs in case later rules would drop it; last in KUBE-SERVICES.
   for (const s of [SET.CLUSTER_IP, SET.LOAD_BALANCER] as const) {
@@ -153,5 +165,6 @@ export function ipvsModeRules(
   return [
     { table: 'nat', chains: spec(CHAINS.nat, natRules), jumps: NAT_JUMPS },
     { table: 'filter', chains: spec(CHAINS.filter, filterRules), jumps: FILTER_JUMPS },
+    { table: 'mangle', chains: spec(CHAINS.mangle, mangleRules), jumps: MANGLE_JUMPS },
   ];
 }

@@ -133,6 +133,7 @@ describe.each(backends)('IptablesProxier on %s', (backend) => {
     expect(filter.match(/^-A INPUT .*-j KUBE-PROXY-FIREWALL$/gm)).toEqual(['-A INPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes load balancer firewall" -j KUBE-PROXY-FIREWALL']);
     expect(await chains('v6')).toEqual([]); // no IPv6 service: the IPVS mode's IPv6 chains are gone, nothing written
     expect(await run('ipset', ['list', '-n'])).not.toMatch(/^KUBE-/m);
+    expect((await save('v4', 'mangle')).join('\n')).not.toMatch(/KUBE-PROXY-FIREWALL|KUBE-SOURCE-RANGES-FIREWALL/); // matched those sets
     const natText = (await save()).join('\n');
     expect(natText).toMatch(/-A KUBE-SVC-\w+ .*-m statistic --mode random --probability 0\.333333333\d* -j KUBE-SEP-/);
     expect(natText).toMatch(/-m recent --rcheck --seconds 10800 --reap --name KUBE-SEP-\w+ --mask 255\.255\.255\.255 --rsource -j KUBE-SEP-/);
