@@ -1,7 +1,7 @@
 // GET requests to the API server over node:http/https with the auth of a ClientConfig: whole
 // JSON bodies for list pages, newline-delimited JSON read line by line for watches.
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
-import type { RequestOptions } from 'node:https';
+import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } from 'node:https';
 
 import type { ClientConfig } from './kube-config.js';
 
@@ -47,15 +47,13 @@ interface Transport {
 /** A client of one API server; close() drops its kept-alive connections. */
 export class KubeHttp {
   readonly #config: ClientConfig;
-  /** node:https (and node:tls under it) is loaded only for an https server: ~50 ms of a start-up in UML. */
-  readonly #transport: Promise<Transport>;
+  readonly #transport: Transport;
 
   constructor(config: ClientConfig) {
     this.#config = config;
-    const https = config.server.startsWith('https:');
-    this.#transport = https
-      ? import('node:https').then((m) => ({ agent: new m.Agent({ keepAlive: true }), request: m.request }))
-      : Promise.resolve({ agent: new HttpAgent({ keepAlive: true }), request: httpRequest });
+    this.#transport = config.server.startsWith('https:')
+      ? { agent: new HttpsAgent({ keepAlive: true }), request: httpsRequest }
+      : { agent: new HttpAgent({ keepAlive: true }), request: httpRequest };
   }
 
   /** The server URL (for logs). */
@@ -66,7 +64,7 @@ export class KubeHttp {
   /** GETs `path` (with its query); resolves with a 200 response, rejects with an ApiError otherwise. */
   async get(path: string, signal: AbortSignal): Promise<IncomingMessage> {
     const url = new URL(this.#config.server + path);
-    const { agent, request } = await this.#transport;
+    const { agent, request } = this.#transport;
     const opts: RequestOptions = { method: 'GET', agent, signal, headers: { accept: 'application/json' } };
     await this.#config.apply(opts);
     signal.throwIfAborted();
@@ -103,7 +101,7 @@ export class KubeHttp {
 
   /** Drops kept-alive and open connections. */
   close(): void {
-    void this.#transport.then((t) => t.agent.destroy());
+    this.#transport.agent.destroy();
   }
 }
 
