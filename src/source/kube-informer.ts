@@ -1,7 +1,6 @@
 // One resource listed and watched over plain HTTP (kube-http.ts), made to survive:
-// - lists are paged (`limit` + `continue`) and each item is handed on as soon as its text has
-//   arrived, parsed alone (list-stream.ts): no page of raw JSON or raw objects is ever held; a
-//   list taking longer than listTimeoutMs is aborted and retried;
+// - lists are paged (`limit` + `continue`); a list taking longer than listTimeoutMs is aborted
+//   and retried;
 // - watches ask for bookmarks and resume from the last resourceVersion seen (events and
 //   bookmarks move it), so a watch the server closes costs one request, not a relist;
 // - 410 Gone (HTTP status, watch ERROR event, expired continue token) relists at once; a relist
