@@ -249,8 +249,10 @@ export class Api {
   /** One request; resolves to { status, body (parsed when JSON) }. */
   raw(method, path, body, contentType = 'application/json') {
     const url = new URL(this.server + path);
+    const data = body === undefined ? undefined : Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
+    const headers = { accept: 'application/json', ...(data ? { 'content-type': contentType, 'content-length': String(data.length) } : {}) };
     return new Promise((resolve, reject) => {
-      const req = request(url, { method, ...this.tls, headers: { accept: 'application/json', ...(body !== undefined ? { 'content-type': contentType } : {}) } }, (res) => {
+      const req = request(url, { method, ...this.tls, headers }, (res) => {
         let text = '';
         res.setEncoding('utf8').on('data', (d) => (text += d)).on('end', () => {
           let parsed = text;
@@ -260,7 +262,7 @@ export class Api {
       });
       req.setTimeout(30_000, () => req.destroy(new Error(`${method} ${path}: no answer in 30 s`)));
       req.on('error', reject);
-      req.end(body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body));
+      req.end(data);
     });
   }
 

@@ -51,6 +51,20 @@ function ldflags(name) {
   return '-s -w';
 }
 
+/** The go command: /usr/local/go's if there is one (Debian's golang-go may be older), else PATH's. */
+function goCommand() {
+  const go = existsSync('/usr/local/go/bin/go') ? '/usr/local/go/bin/go' : 'go';
+  let version = '';
+  try {
+    version = execFileSync(go, ['env', 'GOVERSION'], { encoding: 'utf8' }).trim();
+  } catch {
+    throw new Error('go not found: building the test tools needs Go >= 1.26 (https://go.dev/dl is not reachable here: use the machine\'s Go)');
+  }
+  const [major, minor] = version.replace(/^go/, '').split('.').map(Number);
+  if (major < 1 || (major === 1 && minor < 26)) throw new Error(`${go} is ${version}: building the test tools needs Go >= 1.26`);
+  return go;
+}
+
 /** Builds each named tool that is not in the cache yet; returns name → path. */
 export function ensureTools(names = Object.keys(TOOLS), log = (s) => process.stderr.write(`${s}\n`)) {
   const out = {};
@@ -61,7 +75,7 @@ export function ensureTools(names = Object.keys(TOOLS), log = (s) => process.std
       log(`building ${name} ${toolVersion(name)} (first time only) ...`);
       mkdirSync(dirname(path), { recursive: true });
       const tmp = `${path}.tmp${process.pid}`;
-      execFileSync('go', ['build', '-trimpath', `-ldflags=${ldflags(name)}`, '-o', tmp, TOOLS[name].pkg], {
+      execFileSync(goCommand(), ['build', '-trimpath', `-ldflags=${ldflags(name)}`, '-o', tmp, TOOLS[name].pkg], {
         cwd: join(here, TOOLS[name].dir),
         stdio: ['ignore', 'inherit', 'inherit'],
         env: { ...process.env, CGO_ENABLED: '0', GOFLAGS: '-mod=mod' },
@@ -83,7 +97,7 @@ export const MODULE_FILES = {
 /** The path of one of MODULE_FILES, downloading its module into Go's module cache if needed. */
 export function moduleFile(name) {
   const { module, version, path } = MODULE_FILES[name];
-  const info = JSON.parse(execFileSync('go', ['mod', 'download', '-json', `${module}@${version}`], { cwd: here, encoding: 'utf8', env: { ...process.env, GOFLAGS: '-mod=mod' } }));
+  const info = JSON.parse(execFileSync(goCommand(), ['mod', 'download', '-json', `${module}@${version}`], { cwd: here, encoding: 'utf8', env: { ...process.env, GOFLAGS: '-mod=mod' } }));
   if (info.Error) throw new Error(`${module}@${version}: ${info.Error}`);
   return join(info.Dir, path);
 }

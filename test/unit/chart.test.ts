@@ -1,4 +1,4 @@
-// The Helm chart, rendered by test/chart/render.go (Helm's engine: text/template + sprig) with
+// The Helm chart, rendered by real Helm (`helm template`, test/chart/helm.ts) with
 // several value sets: every object valid against the Kubernetes API schemas (no unknown
 // fields), the security-relevant fields, exact RBAC, and the rendered KubeProxyConfiguration
 // and container args accepted by the daemon's own parser through the pod's volume mounts.

@@ -96,6 +96,19 @@ describe('iptables mode on Services the real controller serves', () => {
     await expectBackends(`tcp:10.250.0.1:${local}`, ['be1']);
   });
 
+  it('a LoadBalancer with externalTrafficPolicy Local: its health-check node port counts the local endpoint', async () => {
+    const svc = await cp.api.create(service(NS, 'web-lb-local', { type: 'LoadBalancer', externalTrafficPolicy: 'Local', selector: { app: 'web' } }));
+    const hc = svc.spec.healthCheckNodePort;
+    let last = '';
+    await waitFor('the health-check node port to report 1 local endpoint', async () => {
+      const r = await fetch(`http://10.250.0.1:${hc}/`).catch(() => null);
+      last = r ? `${r.status} ${await r.text()}` : 'no answer';
+      return r?.status === 200 && JSON.parse(last.slice(4)).localEndpoints === 1;
+    }, 20_000).catch((e: Error) => {
+      throw new Error(`${e.message}: ${last}`);
+    });
+  });
+
   it('scaled down, and a Pod deleted with a grace period: no new connection to the terminating one', async () => {
     const ip = (await cp.api.get(service(NS, 'web', {})))!.spec.clusterIP;
     await cp.api.delete({ apiVersion: 'v1', kind: 'Pod', metadata: { namespace: NS, name: 'web-3' } }, 0);
