@@ -34,7 +34,6 @@ let before: Record<string, number>;
 let host: ReturnType<typeof globals>;
 let dir: string;
 beforeAll(() => {
-  execFileSync('sh', ['-c', 'iptables-nft -t mangle -N KUBE-IPTABLES-HINT 2>/dev/null; true']);
   before = values();
   host = globals();
   dir = mkdtempSync(join(tmpdir(), 'kip-ct-'));
@@ -42,6 +41,8 @@ beforeAll(() => {
 });
 afterAll(() => {
   for (const [k, v] of Object.entries(before ?? {})) write(k, v);
+  // What the --once runs programmed in this namespace (the netns phase shares it between files).
+  execFileSync(process.execPath, [CLI, 'cleanup'], { stdio: 'ignore', env: { ...process.env, KUBE_IPVS_PROXY_STATE_DIR: dir } });
   rmSync(dir, { recursive: true, force: true });
 });
 

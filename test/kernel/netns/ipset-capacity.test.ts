@@ -73,7 +73,7 @@ describe(`ipset capacity beyond 65,536 entries (iptables ${backend})`, () => {
   let proxier: IpvsProxier;
 
   beforeAll(async () => {
-    await ipt.cleanup();
+    await ipt.cleanup(['nat', 'filter', 'mangle']);
     await run('ipset', ['destroy']);
     await run('ip', ['addr', 'add', `${ip(1)}/32`, 'dev', 'lo']); // the cluster IP the client connects to, local as on kube-ipvs0
     proxier = new IpvsProxier({
@@ -94,8 +94,8 @@ describe(`ipset capacity beyond 65,536 entries (iptables ${backend})`, () => {
 
   afterAll(async () => {
     proxier?.close();
-    await ipt.cleanup();
-    await run('ipset', ['destroy']).catch(() => {});
+    await ipt.cleanup(['nat', 'filter', 'mangle']);
+    await run('ipset', ['destroy']);
     await run('ip', ['addr', 'del', `${ip(1)}/32`, 'dev', 'lo']).catch(() => {});
   });
 
