@@ -2,12 +2,14 @@
 // `npm test`: runs the vitest projects, each in its environment, and sums up the results.
 //   unit  - on the host
 //   netns - in a fresh network (and mount) namespace: `unshare -n -m`, lo up, private /run/netns
-//   uml   - inside User-Mode Linux (test/harness/uml.mjs); builds nothing, expects `npm ci` done
+//   uml   - inside User-Mode Linux (test/harness/uml.mjs); expects `npm ci` done
+// First it builds the pinned etcd, Kubernetes and Helm binaries that are not in the cache yet.
 // Usage: npm test -- [--only unit,netns,uml] [vitest args and file filters...]
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ensureTools } from '../tools/build.mjs';
 import { findUmlKernel, runInUml } from './uml.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -113,6 +115,8 @@ function readCounts(phase) {
 
 const { only, passthrough } = parseArgs(process.argv.slice(2));
 mkdirSync(RESULTS, { recursive: true });
+// The real etcd, Kubernetes and Helm binaries the tests run, built once per version (test/tools/).
+ensureTools(undefined, (line) => process.stdout.write(`[tools] ${line}\n`));
 const summary = [];
 for (const phase of only) {
   process.stdout.write(`\n=== ${phase} ===\n`);
