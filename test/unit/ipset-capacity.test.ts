@@ -5,6 +5,12 @@ import { describe, expect, it } from 'vitest';
 import { FakeIpsetClient } from '../../src/kernel/ipset/fake.js';
 import { FakeIpvsClient } from '../../src/kernel/ipvs/fake.js';
 import { FakeLinkClient } from '../../src/kernel/link.js';
+import { parseArgs } from '../../src/config.js';
+import { createLogger } from '../../src/log-json.js';
+import { IpvsProxier } from '../../src/proxy/ipvs/proxier.js';
+import { ProxyMetrics } from '../../src/server/metrics.js';
+import { fakeIptables } from './lib/fake-iptables.js';
+import { svc } from './lib/objects.js';
 import { applyPlan } from '../../src/proxy/ipvs/apply.js';
 import { DesiredIndex } from '../../src/proxy/ipvs/desired-index.js';
 import { GracefulState } from '../../src/proxy/ipvs/graceful.js';
@@ -121,5 +127,34 @@ describe('apply', () => {
     expect(await ipset.listNames()).toEqual([SET]);
     expect((await ipset.list(SET))[0]!.entries).toHaveLength(10);
     expect(observed.ipsetCapacity.get(SET)).toBe(65536);
+  });
+});
+
+describe('the proxier', () => {
+  it('adopts the sets\' sizes from their headers, destroys a copy a dead daemon left half-built, and reports entries and maxelem per set', async () => {
+    const ipset = new FakeIpsetClient();
+    await ipset.create({ ...ownedSet(SET)!.spec, maxElem: 131072 });
+    await ipset.create({ ...ownedSet(SET)!.spec, name: growName(SET) });
+    const metrics = new ProxyMetrics({ defaultMetrics: false });
+    const proxier = new IpvsProxier({
+      config: parseArgs(['--hostname-override', 'n1']).config,
+      nodeName: 'n1',
+      logger: createLogger({ format: 'json', verbosity: 0 }, { write: () => true } as never),
+      dummyName: 'kube-ipvs0',
+      clients: { ipvs: new FakeIpvsClient(), ipset, link: new FakeLinkClient(), iptables: { ipv4: fakeIptables().ipt, ipv6: null } },
+      metrics,
+      sysctl: () => [],
+    });
+    const h = proxier.handler(() => {});
+    h.onService('ns/a', svc('a', '10.96.0.1'));
+    h.onSynced();
+    await proxier.sync();
+    expect(await ipset.listNames()).not.toContain(growName(SET));
+    expect(ipset.calls.listHeaders).toBe(1);
+    const text = await metrics.expose();
+    expect(text).toContain(`kube_ipvs_proxy_ipset_entries{set="${SET}"} 1`);
+    expect(text).toContain(`kube_ipvs_proxy_ipset_maxelem{set="${SET}"} 131072`);
+    expect(text).toContain('kube_ipvs_proxy_ipset_maxelem{set="KUBE-NODE-PORT-TCP"} 65536');
+    proxier.close();
   });
 });
