@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { ControlPlane, installChart, service, startControlPlane } from '../lib/cluster.js';
-import { Daemon, waitFor } from '../lib/daemon.js';
+import { CLI, Daemon, waitFor } from '../lib/daemon.js';
 import { NetLab } from '../lib/netns.js';
 
 const REPO = new URL('../../../', import.meta.url).pathname;
@@ -32,6 +32,7 @@ const backends: ChildProcess[] = [];
 const scratch = mkdtempSync(join(tmpdir(), 'kip-cluster-ipt-'));
 let cp: ControlPlane;
 let d: Daemon;
+let madeHint = false;
 
 /** Waits until `count` connections to `target` reach exactly the backends `want` (names). */
 async function expectBackends(target: string, want: string[]): Promise<void> {
@@ -54,7 +55,9 @@ beforeAll(async () => {
     backends.push(spawn('ip', ['netns', 'exec', ns, process.execPath, `${REPO}examples/demo/backend.mjs`, `be${i}`], { stdio: 'ignore' }));
   }
   for (const i of [1, 2, 3]) await waitFor(`backend ${i}`, () => sh('ip', 'netns', 'exec', `kip-be${i}`, 'cat', '/proc/net/tcp').includes(':1F90 '));
-  sh('iptables-nft', '-t', 'mangle', '-N', 'KUBE-IPTABLES-HINT'); // as kubelet does: the node uses nft
+  // As kubelet does: the node uses nft (the chain is removed again in afterAll if made here).
+  madeHint = !sh('iptables-nft-save', '-t', 'mangle').includes(':KUBE-IPTABLES-HINT');
+  if (madeHint) sh('iptables-nft', '-t', 'mangle', '-N', 'KUBE-IPTABLES-HINT');
 
   cp = await startControlPlane({ address: '10.250.0.1', port: 16443, etcdPort: 12379 });
   await cp.api.createNode(NODE, { addresses: ['10.250.0.1'], zone: 'zone-a' });
@@ -80,6 +83,9 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await d?.stop();
+  // The next file in this namespace starts from a clean table: the daemon's rules, then the hint.
+  execFileSync(process.execPath, [CLI, 'cleanup'], { stdio: 'ignore', env: { ...process.env, KUBE_IPVS_PROXY_STATE_DIR: d.stateDir } });
+  if (madeHint) sh('iptables-nft', '-t', 'mangle', '-X', 'KUBE-IPTABLES-HINT');
   for (const b of backends) b.kill();
   await cp?.stop();
   await lab.cleanup();
