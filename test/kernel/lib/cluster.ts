@@ -1,13 +1,13 @@
 // The real control plane (test/harness/control-plane.mjs) as kernel tests use it: the chart
 // installed with real Helm, the daemon run with exactly its DaemonSet container's args, env and
 // mounts under its ServiceAccount's token, and workloads (Services, Pods) written through the API.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { ControlPlane, startControlPlane } from '../../harness/control-plane.mjs';
-import { CLI, waitFor } from './daemon.js';
+import { CLI, Daemon } from './daemon.js';
 
 export { ControlPlane, startControlPlane };
 
@@ -42,25 +42,24 @@ function expand(arg: string, env: Record<string, string>): string {
  * The daemon as kubelet would run the DaemonSet's container on `node`: its args (with `$(VAR)`
  * expanded), its env (fieldRef spec.nodeName), its ConfigMap volumes at their mount paths and
  * the ServiceAccount token + CA at /var/run/secrets/kubernetes.io/serviceaccount, in a private
- * mount namespace (hostPath mounts are the node's own paths). rotateToken() rewrites the
+ * mount namespace (hostPath mounts are the node's own paths). writeToken() rewrites the
  * token file as kubelet does.
  */
-export class ChartDaemon {
-  private child: ChildProcess | null = null;
-  log = '';
+export class ChartDaemon extends Daemon {
   readonly secrets = mkdtempSync(join(process.env.KIP_IN_UML === '1' ? '/run' : tmpdir(), 'kip-sa-'));
   private readonly configDirs: Array<{ src: string; mountPath: string }> = [];
   private readonly env: Record<string, string> = {};
-  private readonly args: string[];
+  private readonly containerArgs: string[];
 
-  constructor(private readonly cp: ControlPlane, ds: Obj, node: string, token: string) {
+  constructor(cp: ControlPlane, ds: Obj, node: string, token: string) {
+    super([]);
     const c = ds.spec.template.spec.containers[0];
     for (const e of c.env ?? []) {
       if (e.value !== undefined) this.env[e.name] = e.value;
       else if (e.valueFrom?.fieldRef?.fieldPath === 'spec.nodeName') this.env[e.name] = node;
       else throw new Error(`env ${e.name}: unsupported source ${JSON.stringify(e.valueFrom)}`);
     }
-    this.args = (c.args ?? []).map((a: string) => expand(a, this.env));
+    this.containerArgs = (c.args ?? []).map((a: string) => expand(a, this.env));
     const volumes = new Map<string, Obj>((ds.spec.template.spec.volumes ?? []).map((v: Obj) => [v.name, v]));
     this.pending = (async () => {
       for (const m of c.volumeMounts ?? []) {
@@ -87,8 +86,12 @@ export class ChartDaemon {
     renameSync(join(this.secrets, 'token.tmp'), join(this.secrets, 'token'));
   }
 
-  async start(extraArgs: string[] = []): Promise<void> {
-    await this.pending;
+  /** Starts the container's command once its ConfigMap volumes are read (await it). */
+  override start(): Promise<void> {
+    return this.pending.then(() => this.spawnContainer());
+  }
+
+  private spawnContainer(): void {
     const mounts = this.configDirs.map(({ src, mountPath }) => {
       const parent = mountPath.replace(/\/[^/]+\/?$/, '') || '/';
       if (parent === '/') throw new Error(`mount ${mountPath}: refusing a tmpfs over /`);
@@ -101,37 +104,10 @@ export class ChartDaemon {
       `mount --bind ${this.secrets} /run/secrets/kubernetes.io/serviceaccount`,
       'exec "$@"',
     ].join('; ');
-    this.child = spawn('unshare', ['--mount', '--propagation', 'private', '--', 'sh', '-c', script, 'sh', process.execPath, CLI, ...this.args, ...extraArgs], {
+    this.attach(spawn('unshare', ['--mount', '--propagation', 'private', '--', 'sh', '-c', script, 'sh', process.execPath, CLI, ...this.containerArgs], {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { PATH: process.env.PATH!, HOME: '/root', ...this.env },
-    });
-    this.child.stdout!.on('data', (d) => (this.log += d));
-    this.child.stderr!.on('data', (d) => (this.log += d));
-  }
-
-  /** Resolves once /healthz answers 200 after a completed sync. */
-  async healthy(port = 10256): Promise<void> {
-    await waitFor('the daemon to be healthy', async () => {
-      if (this.child?.exitCode !== null) throw new Error(`daemon exited: ${this.log}`);
-      try {
-        const r = await fetch(`http://127.0.0.1:${port}/healthz`);
-        const body = (await r.json()) as { status?: object };
-        return r.ok && Boolean(body.status);
-      } catch {
-        return false;
-      }
-    }, 90_000).catch((e: Error) => {
-      throw new Error(`${e.message}; daemon log:\n${this.log.slice(-4000)}`);
-    });
-  }
-
-  /** Stops with `signal` and waits for the exit code. */
-  async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
-    const c = this.child;
-    if (!c || c.exitCode !== null || c.signalCode !== null) return c?.exitCode ?? null;
-    const code = new Promise<number | null>((r) => c.once('exit', (n) => r(n)));
-    c.kill(signal);
-    return code;
+    }));
   }
 
   remove(): void {

@@ -57,7 +57,7 @@ export class Manifests {
 
 /** The daemon as a child process, its log kept in memory. */
 export class Daemon {
-  private child: ChildProcess | null = null;
+  protected child: ChildProcess | null = null;
   log = '';
   /**
    * Its state directory, kept across restarts of this instance: /run/kube-ipvs-proxy inside UML
@@ -72,13 +72,18 @@ export class Daemon {
   }
 
   start(): void {
-    this.child = spawn(process.execPath, [CLI, ...this.args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, KUBE_IPVS_PROXY_STATE_DIR: this.stateDir } });
-    this.child.stdout!.on('data', (d) => (this.log += d));
-    this.child.stderr!.on('data', (d) => (this.log += d));
+    this.attach(spawn(process.execPath, [CLI, ...this.args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, KUBE_IPVS_PROXY_STATE_DIR: this.stateDir } }));
+  }
+
+  /** Takes `child` as the daemon's process, its output into the log. */
+  protected attach(child: ChildProcess): void {
+    this.child = child;
+    child.stdout!.on('data', (d) => (this.log += d));
+    child.stderr!.on('data', (d) => (this.log += d));
   }
 
   /** Resolves once /healthz answers 200 after a completed sync. */
-  async healthy(port = 10256): Promise<void> {
+  async healthy(port = 10256, timeoutMs = 60_000): Promise<void> {
     await waitFor('the daemon to be healthy', async () => {
       if (this.child?.exitCode !== null) throw new Error(`daemon exited: ${this.log}`);
       try {
@@ -88,7 +93,7 @@ export class Daemon {
       } catch {
         return false;
       }
-    }, 60_000).catch((e: Error) => {
+    }, timeoutMs).catch((e: Error) => {
       throw new Error(`${e.message}; daemon log:\n${this.log.slice(-4000)}`);
     });
   }

@@ -118,7 +118,7 @@ describe('the chart, installed with real Helm', () => {
     const token = await cp.api.token('kube-system', 'kip-kube-ipvs-proxy');
     daemon = new ChartDaemon(cp, ds, NODE, token);
     await daemon.start();
-    await daemon.healthy();
+    await daemon.healthy(10256, 90_000);
     // The API server's own Service, served from the slice kube-apiserver writes.
     await expectReal('-t 10.96.0.1:443', { [`${NODE_IP}:6443`]: 1 });
   });
@@ -264,7 +264,7 @@ describe('watch semantics against the real server', () => {
     const logBefore = daemon.log.length;
     const ip = (await createService('while-down', {})).spec.clusterIP;
     await daemon.start();
-    await daemon.healthy();
+    await daemon.healthy(10256, 90_000);
     await expectReal(`-t ${ip}:80`, ALL3);
     expect(daemon.log.slice(logBefore)).toMatch(/resum/i);
     expect(daemon.log.slice(logBefore)).not.toMatch(/relisting/);
@@ -288,7 +288,7 @@ describe('watch semantics against the real server', () => {
     await cp.compact();
     await cp.restartApiserver(); // its watch cache starts after the compaction
     await daemon.start();
-    await daemon.healthy();
+    await daemon.healthy(10256, 90_000);
     await expectReal(`-t ${ip}:80`, ALL3, 60_000);
     await waitFor("the last page's Service programmed", () => ipvsadm().includes(`-A -t ${last}:80 `), 60_000);
     await waitFor('the Service deleted while down removed', () => !ipvsadm().includes(`-A -t ${gone}:80 `), 60_000);
