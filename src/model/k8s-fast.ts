@@ -205,7 +205,7 @@ type Ingress = Service['status']['loadBalancer']['ingress'][number];
 
 function ingress(v: unknown): Out<Ingress> {
   if (!isDict(v)) return NOT_PLAIN;
-  return optionals([['ip', v.ip === undefined ? undefined : ipString(v.ip)], ['hostname', optString(v.hostname)]]) as Out<Ingress>;
+  return optionals([['ip', v.ip === undefined ? undefined : ipString(v.ip)], ['hostname', optString(v.hostname)], ['ipMode', optString(v.ipMode)]]) as Out<Ingress>;
 }
 
 /** status: the load balancer's ingress (defaults: no ingress). */

@@ -60,7 +60,7 @@ function build(z: Zod) {
     }),
     status: z
       .object({
-        loadBalancer: z.object({ ingress: z.array(z.object({ ip: ipString.optional(), hostname: z.string().optional() })).default([]) }).default({ ingress: [] }),
+        loadBalancer: z.object({ ingress: z.array(z.object({ ip: ipString.optional(), hostname: z.string().optional(), ipMode: z.string().optional() })).default([]) }).default({ ingress: [] }),
       })
       .default({ loadBalancer: { ingress: [] } }),
   });

@@ -80,8 +80,9 @@ export function servicePortsOf(svc: Service): { ports: ServicePortInfo[]; errors
   const type = spec.type;
   const external = type !== 'ClusterIP';
   const externalIPs = uniqueIPs(spec.externalIPs);
+  // kube-proxy skips an ingress with ipMode Proxy: the load balancer rewrites the destination to a node.
   const loadBalancerIPs =
-    type === 'LoadBalancer' ? uniqueIPs(svc.status.loadBalancer.ingress.flatMap((i) => (i.ip === undefined ? [] : [i.ip]))) : [];
+    type === 'LoadBalancer' ? uniqueIPs(svc.status.loadBalancer.ingress.flatMap((i) => (i.ip === undefined || i.ipMode === 'Proxy' ? [] : [i.ip]))) : [];
   // apiservice.ExternalPolicyLocal: eTP only matters for externally reachable Services.
   const externalPolicyLocal = spec.externalTrafficPolicy === 'Local' && (external || externalIPs.length > 0);
   const affinity =

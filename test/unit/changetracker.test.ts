@@ -103,6 +103,11 @@ describe('servicePortsOf', () => {
     expect(servicePortsOf(service('s', spec)).ports[0]).toMatchObject(want);
   });
 
+  it('skips an LB ingress IP with ipMode Proxy, as kube-proxy', () => {
+    const svc = service('lb', { type: 'LoadBalancer' }, { status: { loadBalancer: { ingress: [{ ip: '198.51.100.1', ipMode: 'Proxy' }, { ip: '198.51.100.2', ipMode: 'VIP' }] } } });
+    expect(servicePortsOf(svc).ports[0]!.loadBalancerIPs).toEqual(['198.51.100.2']);
+  });
+
   it('ignores LB ingress IPs on a Service that is not a LoadBalancer', () => {
     const svc = service('np', { type: 'NodePort' }, { status: { loadBalancer: { ingress: [{ ip: '198.51.100.1' }] } } });
     expect(servicePortsOf(svc).ports[0]!.loadBalancerIPs).toEqual([]);
