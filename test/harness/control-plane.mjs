@@ -5,7 +5,7 @@
 // Nodes and Pods and writes Pod status as kubelet would, and the real controller writes the
 // EndpointSlices.
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -51,16 +51,15 @@ function kubeconfig(file, server, pki, user) {
   }));
 }
 
-/** One supervised process: its log goes to a file; stop() ends it (SIGTERM, then SIGKILL). */
+/** One supervised process: its output goes to a log file; stop() ends it (SIGTERM, then SIGKILL). */
 class Proc {
   constructor(name, file, args, logFile, env = process.env) {
     this.name = name;
     this.logFile = logFile;
     this.exited = null;
-    this.child = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
-    const append = (d) => { try { writeFileSync(logFile, d, { flag: 'a' }); } catch { /* dir removed */ } };
-    this.child.stdout.on('data', append);
-    this.child.stderr.on('data', append);
+    const log = openSync(logFile, 'a');
+    this.child = spawn(file, args, { stdio: ['ignore', log, log], env });
+    closeSync(log);
     this.done = new Promise((res) => this.child.once('exit', (code, signal) => { this.exited = { code, signal }; res(); }));
   }
 
