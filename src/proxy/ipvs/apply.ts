@@ -402,16 +402,19 @@ class Applier {
 }
 
 /**
- * Executes a plan: owned sets created, entries added, addresses bound, the IPVS ops (one
+ * Executes a plan: owned sets created, entries added, `beforeVirtualServers` (the proxier's
+ * iptables rules: they match those sets, and a virtual server must never take a connection
+ * before its masquerade rule is there, kubernetes#133773), addresses bound, the IPVS ops (one
  * batch, in the plan's order), then addresses and entries removed. `observed` and the plan's
  * graceful state (draining starts and ends) change only for acknowledged ops. A failed op is reported with its object and
  * does not stop the others; `retry` asks the runner for another sync over `retryScope`.
  */
-export async function applyPlan(plan: Plan, clients: KernelClients, observed: ObservedState): Promise<ApplyResult> {
+export async function applyPlan(plan: Plan, clients: KernelClients, observed: ObservedState, beforeVirtualServers?: () => Promise<void>): Promise<ApplyResult> {
   const a = new Applier(clients, observed);
   await a.createSets(plan);
   await a.growSets(plan);
   await a.entries('add', plan.ipsetAdd);
+  await beforeVirtualServers?.();
   await a.addresses('add', plan.addressAdd);
   const done = await a.ipvs(plan.ipvs);
   await a.addresses('delete', plan.addressDel);

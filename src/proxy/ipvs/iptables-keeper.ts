@@ -38,6 +38,9 @@ export class IptablesKeeper {
   private readonly text = new Map<string, string>();
   private readonly print = new Map<string, string>();
   private loaded = false;
+  /** Families restored since the last verification, and those the next one need not read back (trustRestored()). */
+  private readonly restored = new Set<string>();
+  private readonly trusted = new Set<string>();
 
   /** `stateDir` (e.g. /run/kube-ipvs-proxy): where the last restore's hashes survive a restart. */
   constructor(private readonly stateDir?: string) {}
@@ -60,6 +63,16 @@ export class IptablesKeeper {
     if (this.stateDir) writeStateFile(this.stateDir, `iptables-${family}.json`, { text: this.text.get(family), print: this.print.get(family) });
   }
 
+  /**
+   * The next verification takes the families restored since the last one as they were left,
+   * without an iptables-save: for a verification that follows the restore at once (the adopting
+   * one, after the rules written ahead of the virtual servers). Rules only loaded from the state
+   * directory are still read back.
+   */
+  trustRestored(): void {
+    for (const f of this.restored) this.trusted.add(f);
+  }
+
   /** Families written at least once (IPv6 rules are kept in sync once written). */
   has(family: string): boolean {
     return this.text.has(family);
@@ -79,7 +92,7 @@ export class IptablesKeeper {
     if (!this.loaded) this.load();
     const out = new Map<string, string>();
     for (const r of families) {
-      if (!this.print.has(r.family) || this.text.get(r.family) !== textHash(r)) continue;
+      if (!this.print.has(r.family) || this.text.get(r.family) !== textHash(r) || this.trusted.has(r.family)) continue;
       out.set(r.family, await this.fingerprint(r));
     }
     return out;
@@ -93,10 +106,13 @@ export class IptablesKeeper {
   async sync(families: readonly FamilyRules[], verify: boolean, prints?: ReadonlyMap<string, string>): Promise<IptablesOutcome> {
     if (!this.loaded) this.load();
     const out: IptablesOutcome = { restores: 0, saves: 0 };
+    if (verify) this.restored.clear();
     for (const r of families) {
       const text = textHash(r);
       const same = this.text.get(r.family) === text;
       if (same && !verify) continue;
+      const trusted = verify && this.trusted.delete(r.family);
+      if (same && trusted) continue;
       if (same && this.print.has(r.family)) {
         const given = prints?.get(r.family);
         if (given === undefined) out.saves++;
@@ -105,6 +121,7 @@ export class IptablesKeeper {
       this.print.delete(r.family);
       this.text.delete(r.family);
       await r.ipt.sync(r.spec);
+      if (!verify) this.restored.add(r.family);
       out.restores++;
       this.text.set(r.family, text);
       out.saves++;

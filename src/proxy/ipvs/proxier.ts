@@ -301,6 +301,7 @@ export class IpvsProxier {
       for (const key of changed) this.update(key);
       const record = this.o.stateDir ? takeHandoff(this.o.stateDir) : null;
       if (record) first = differing(record, this.index.virtualServers());
+      await this.rulesFirst();
     });
     this.verifying = this.verify(false, first); // nothing else runs meanwhile: no pacing
     const r = await this.verifying.finally(() => (this.verifying = null));
@@ -311,6 +312,25 @@ export class IpvsProxier {
       throw new Error('adopting the kernel state failed (see the verification warning); retrying');
     }
     this.whole = true;
+  }
+
+  /**
+   * Before the adopting verification adds a virtual server: the owned sets the kernel lacks,
+   * created and filled (a plan of nothing but them), then the iptables rules restored if they
+   * differ from the last restore's (kubernetes#133773: on a new node, a virtual server that takes
+   * a connection before its masquerade rule never answers it). A failure is left to the
+   * verification's own iptables step, which tries again and reports it.
+   */
+  private async rulesFirst(): Promise<void> {
+    const scope = emptyDelta();
+    const result = await this.applyFor(this.planFor(scope), scope);
+    mergeDelta(this.retryScope, result.retryScope);
+    try {
+      await this.iptables.sync(await this.rules(), false);
+      this.iptables.trustRestored(); // the verification that follows reads nothing back
+    } catch (e) {
+      this.o.logger.warn({ err: e instanceof Error ? e.message : String(e) }, 'iptables rules not restored before the virtual servers; the verification tries again');
+    }
   }
 
   /** Resolves when the verification in flight (if any) has finished: the last verification's report, or null. */
@@ -352,12 +372,22 @@ export class IpvsProxier {
       (this.o.out ?? ((t) => process.stdout.write(t)))(formatPlan(p));
       return { full, durationMs: this.now() - t0, changedServices: changed.size, ops: p.counts, errors: 0, phases };
     }
-    const result = await this.applyFor(p, scope);
+    // The iptables rules once the sets they match are filled, before any address or virtual
+    // server (kubernetes#133773); a failure there does not hold back the IPVS ops, and is thrown after them.
+    let rulesError: unknown = null;
+    let iptablesMs = 0;
+    const rules = async (): Promise<void> => {
+      const t = this.now();
+      await this.iptables.sync(await this.rules(), full).catch((e: unknown) => void (rulesError = e ?? new Error('iptables sync failed')));
+      iptablesMs = Math.round(this.now() - t);
+    };
+    const result = await this.applyFor(p, scope, rules);
     await this.conntrack.clean(this.tracker.state(), changed);
     phase('apply');
+    phases.apply! -= iptablesMs;
+    phases.iptables = iptablesMs;
     this.countDrainingSoon();
-    await this.iptables.sync(await this.rules(), full);
-    phase('iptables');
+    if (rulesError !== null) throw rulesError;
     this.healthErrors = healthCheckErrors((await this.o.serviceHealth?.sync(this.index.healthChecks())) ?? []);
     phase('health');
     this.report(result);
@@ -443,8 +473,8 @@ export class IpvsProxier {
   }
 
   /** Applies a plan; keeps what failed for the next sync (retry scope) or the next full sync (refusals). */
-  private async applyFor(p: Plan, scope: DesiredDelta | 'full'): Promise<ApplyResult> {
-    const result = await applyPlan(p, { ...this.o.clients, dummyName: this.o.dummyName }, this.observed!);
+  private async applyFor(p: Plan, scope: DesiredDelta | 'full', beforeVirtualServers?: () => Promise<void>): Promise<ApplyResult> {
+    const result = await applyPlan(p, { ...this.o.clients, dummyName: this.o.dummyName }, this.observed!, beforeVirtualServers);
     for (const g of result.grown) this.o.logger.info(g, 'ipset grown ahead of need (a larger copy swapped in)');
     mergeDelta(this.retryScope, result.retryScope);
     if (result.linkMissing) this.linkMissing = true;
