@@ -217,3 +217,25 @@ describe('DesiredIndex', () => {
     expect(plain(into).addresses).toEqual(['10.96.0.1']);
   });
 });
+
+describe('DesiredIndex: internal-traffic redirects', () => {
+  const r = (address: string, family: 'ipv4' | 'ipv6' = 'ipv4') => ({
+    family, protocol: 'tcp' as const, address, port: 80, clusterIP: family === 'ipv4' ? '10.96.0.10' : 'fd00::a', sourceRanges: false, service: 'ns/a:http',
+  });
+  it('per family, by service key; the version changes only when they do', () => {
+    const idx = new DesiredIndex();
+    idx.set('ns/z:http/tcp', clusterIP('ns/z:http/tcp', '10.96.0.9', 80, []));
+    expect(idx.redirectVersion).toBe(0); // a service without redirects costs no rebuild
+    idx.set('ns/b:http/tcp', contrib('ns/b:http/tcp', { redirects: [r('192.0.2.2')] }));
+    idx.set('ns/a:http/tcp', contrib('ns/a:http/tcp', { redirects: [r('192.0.2.1'), r('2001:db8::1', 'ipv6')] }));
+    const v = idx.redirectVersion;
+    expect(idx.redirects('ipv4').map((x) => x.address)).toEqual(['192.0.2.1', '192.0.2.2']);
+    expect(idx.redirects('ipv6').map((x) => x.address)).toEqual(['2001:db8::1']);
+    idx.set('ns/a:http/tcp', contrib('ns/a:http/tcp', { redirects: [r('192.0.2.1'), r('2001:db8::1', 'ipv6')] }));
+    expect(idx.redirectVersion).toBe(v);
+    idx.set('ns/a:http/tcp', null);
+    expect(idx.redirectVersion).toBeGreaterThan(v);
+    expect(idx.redirects('ipv4').map((x) => x.address)).toEqual(['192.0.2.2']);
+    expect(idx.redirects('ipv6')).toEqual([]);
+  });
+});

@@ -156,10 +156,13 @@ describe('desiredForService: traffic policies', () => {
     expect(c.healthCheck).toEqual({ port: 32000, service: 'ns/web', localEndpoints: 1 });
   });
 
-  it('eTP Local without local endpoints: external VIPs fall back to cluster endpoints (kube-proxy #97081); health check reports 0', () => {
+  it('eTP Local without local endpoints: external and LB IPs get none, the node port falls back to cluster endpoints (kube-proxy #97081); health check reports 0', () => {
     const list = [ep('10.244.0.2'), ep('10.244.0.5', 'LN')];
     const c = desiredForService(svc({ ...external, externalPolicyLocal: true, healthCheckNodePort: 32000 }), list, ctx());
-    for (const id of EXT_IDS) expect(dests(c, id)).toBe('10.244.0.2:8080');
+    expect(dests(c, 'tcp/192.0.2.1:80')).toBe('');
+    expect(dests(c, 'tcp/198.51.100.1:80')).toBe('');
+    expect(dests(c, 'tcp/192.168.0.10:30080')).toBe('10.244.0.2:8080');
+    expect(dests(c, 'tcp/10.96.0.10:80')).toBe('10.244.0.2:8080');
     expect(c.healthCheck).toEqual({ port: 32000, service: 'ns/web', localEndpoints: 0 });
   });
 
@@ -248,6 +251,45 @@ describe('desiredForService: session affinity and schedulers', () => {
     const c = desiredForService(svc({ schedulerFlags: ['sh-port'] }), EPS, ctx());
     expect(c.errors).toEqual([{ object: 'Service ns/web', reason: 'scheduler flag "sh-port" needs scheduler sh, not rr (annotation kube-ipvs-proxy.io/scheduler-flags)' }]);
     expect([c.virtualServers, c.ipsetEntries, c.addresses]).toEqual([[], [], []]);
+  });
+});
+
+describe('desiredForService: internal clients of eTP Local external and LB IPs (kubernetes#93456, #115931)', () => {
+  const base = { type: 'LoadBalancer' as const, nodePort: 30080, clusterIPs: ['10.96.0.10', 'fd00::a'], externalIPs: ['192.0.2.1', '2001:db8::1'], loadBalancerIPs: ['198.51.100.1', '2001:db8::2'] };
+  const redirects = (c: ServiceContribution): string[] =>
+    (c.redirects ?? []).map((r) => `${r.family} ${r.protocol} ${r.address}:${r.port} -> ${r.clusterIP}${r.sourceRanges ? ' ranges' : ''} (${r.service})`);
+  const list = [ep('10.244.0.1', 'L'), ep('10.244.0.2'), ep('fd00:244::1'), ep('fd00:244::2')];
+
+  const CASES: Array<[string, Partial<ServicePortInfo>, string[]]> = [
+    ['eTP Cluster: none', {}, []],
+    ['ClusterIP only, eTP Local (no external VIP): none', { type: 'ClusterIP', nodePort: null, externalIPs: [], loadBalancerIPs: [], externalPolicyLocal: true }, []],
+    ['eTP Local: each external and LB IP of each family, to the cluster IP of its family (no node port)', { externalPolicyLocal: true }, [
+      'ipv4 tcp 192.0.2.1:80 -> 10.96.0.10 (ns/web:http)',
+      'ipv4 tcp 198.51.100.1:80 -> 10.96.0.10 (ns/web:http)',
+      'ipv6 tcp 2001:db8::1:80 -> fd00::a (ns/web:http)',
+      'ipv6 tcp 2001:db8::2:80 -> fd00::a (ns/web:http)',
+    ]],
+    ['eTP Local with source ranges: only LB IPs are marked', { externalPolicyLocal: true, clusterIPs: ['10.96.0.10'], loadBalancerSourceRanges: ['203.0.113.0/24'], protocol: 'udp' }, [
+      'ipv4 udp 192.0.2.1:80 -> 10.96.0.10 (ns/web:http)',
+      'ipv4 udp 198.51.100.1:80 -> 10.96.0.10 ranges (ns/web:http)',
+    ]],
+    ['an IP both external and LB: once', { externalPolicyLocal: true, clusterIPs: ['10.96.0.10'], externalIPs: ['192.0.2.1', '192.0.2.1'], loadBalancerIPs: ['192.0.2.1'] }, [
+      'ipv4 tcp 192.0.2.1:80 -> 10.96.0.10 (ns/web:http)',
+    ]],
+    ['an IP both external and LB with source ranges: once, held to the ranges', { externalPolicyLocal: true, clusterIPs: ['10.96.0.10'], externalIPs: ['192.0.2.1'], loadBalancerIPs: ['192.0.2.1'], loadBalancerSourceRanges: ['203.0.113.0/24'] }, [
+      'ipv4 tcp 192.0.2.1:80 -> 10.96.0.10 ranges (ns/web:http)',
+    ]],
+  ];
+  it.each(CASES)('%s', (_, o, want) => {
+    expect(redirects(desiredForService(svc({ ...base, ...o }), list, ctx()))).toEqual(want);
+  });
+
+  it('eTP Local: the VIPs keep the local endpoints (none here for IPv6), the cluster IPs every endpoint the redirect lands on', () => {
+    const c = desiredForService(svc({ ...base, externalPolicyLocal: true }), list, ctx());
+    expect(dests(c, 'tcp/10.96.0.10:80')).toBe('10.244.0.1:8080 10.244.0.2:8080');
+    expect(dests(c, 'tcp/[fd00::a]:80')).toBe('fd00:244::1:8080 fd00:244::2:8080');
+    for (const id of ['tcp/192.0.2.1:80', 'tcp/198.51.100.1:80']) expect(dests(c, id)).toBe('10.244.0.1:8080');
+    for (const id of ['tcp/[2001:db8::1]:80', 'tcp/[2001:db8::2]:80']) expect(dests(c, id)).toBe('');
   });
 });
 

@@ -5,7 +5,7 @@ import { defaultIsOwned, planRestore, renderCommand, type TableSpec } from '../.
 import type { Family } from '../../src/model/ip.js';
 import { OWNED_SETS, setsForFamily } from '../../src/proxy/ipvs/ipsets.js';
 import { CHAINS, ipvsModeRules, lbNoNodeAccess, masqueradeMark } from '../../src/proxy/ipvs/rules.js';
-import type { DesiredContext } from '../../src/proxy/ipvs/types.js';
+import type { DesiredContext, InternalRedirect } from '../../src/proxy/ipvs/types.js';
 
 const ctx = (config: ConfigInput = {}): DesiredContext => ({ config: ConfigSchema.parse(config), nodeName: 'n', nodePortAddresses: [] });
 const ALL = new Set(OWNED_SETS.map((s) => s.spec.name));
@@ -199,6 +199,41 @@ describe('load-balancer source ranges', () => {
       '-A KUBE-SOURCE-RANGES-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port + source cidr for packet filter purpose" -m set --match-set KUBE-6-LOAD-BALANCER-SOURCE-CID dst,dst,src -j RETURN',
       '-A KUBE-SOURCE-RANGES-FIREWALL -j DROP',
       '-A KUBE-IPVS-OUT-FILTER -s 2001:db8::2 -m ipvs --vaddr 2001:db8::2 --vproto sctp --vport 9 -j DROP',
+    ]);
+  });
+});
+
+describe('internal clients of eTP Local external and LB IPs (kubernetes#93456, #115931)', () => {
+  const r = (o: Partial<InternalRedirect> = {}): InternalRedirect => ({
+    family: 'ipv4', protocol: 'tcp', address: '198.51.100.1', port: 80, clusterIP: '10.96.0.10', sourceRanges: false, service: 'ns/web:http', ...o,
+  });
+  const cmt = (svc = 'ns/web:http') => `-m comment --comment "${svc} internal traffic to an externalTrafficPolicy=Local IP"`;
+  const kubeServices = (specs: TableSpec[]): string[] => lines(specs, 'nat').filter((l) => l.startsWith('-A KUBE-SERVICES'));
+
+  it('none without redirects: KUBE-SERVICES is unchanged', () => {
+    expect(kubeServices(ipvsModeRules(ctx(), 'ipv4', ALL, [], []))).toEqual(kubeServices(ipvsModeRules(ctx(), 'ipv4', ALL)));
+  });
+
+  it('the node (masqueraded) and the cluster CIDR DNATed to the cluster IP, first in KUBE-SERVICES after the loopback RETURN', () => {
+    const specs = ipvsModeRules(ctx({ clusterCIDRs: ['10.244.0.0/16'] }), 'ipv4', ALL, [], [r(), r({ address: '198.51.100.2', protocol: 'udp', port: 53, clusterIP: '10.96.0.11', sourceRanges: true, service: 'ns/dns' })]);
+    expect(kubeServices(specs).slice(0, 7)).toEqual([
+      '-A KUBE-SERVICES -s 127.0.0.0/8 -j RETURN',
+      `-A KUBE-SERVICES -d 198.51.100.1 -p tcp ${cmt()} -m tcp --dport 80 -m addrtype --src-type LOCAL -j KUBE-MARK-MASQ`,
+      `-A KUBE-SERVICES -d 198.51.100.1 -p tcp ${cmt()} -m tcp --dport 80 -m addrtype --src-type LOCAL -j DNAT --to-destination 10.96.0.10:80`,
+      `-A KUBE-SERVICES -s 10.244.0.0/16 -d 198.51.100.1 -p tcp ${cmt()} -m tcp --dport 80 -j DNAT --to-destination 10.96.0.10:80`,
+      `-A KUBE-SERVICES -d 198.51.100.2 -p udp ${cmt('ns/dns')} -m udp --dport 53 -m addrtype --src-type LOCAL -j KUBE-MARK-MASQ`,
+      `-A KUBE-SERVICES -d 198.51.100.2 -p udp ${cmt('ns/dns')} -m udp --dport 53 -m addrtype --src-type LOCAL -j DNAT --to-destination 10.96.0.11:53`,
+      // Behind source ranges, only Pods inside them: the others meet the filter's range check on the LB IP.
+      `-A KUBE-SERVICES -s 10.244.0.0/16 -d 198.51.100.2 -p udp ${cmt('ns/dns')} -m udp --dport 53 -m set --match-set KUBE-LOAD-BALANCER-SOURCE-CIDR dst,dst,src -j DNAT --to-destination 10.96.0.11:53`,
+    ]);
+  });
+
+  it('without a cluster CIDR of the family, only the node; IPv6 targets in brackets', () => {
+    const v6 = r({ family: 'ipv6', address: '2001:db8::2', clusterIP: 'fd00::a', protocol: 'sctp' });
+    expect(kubeServices(ipvsModeRules(ctx({ clusterCIDRs: ['10.244.0.0/16'] }), 'ipv6', ALL, [], [v6])).slice(1, 4)).toEqual([
+      `-A KUBE-SERVICES -d 2001:db8::2 -p sctp ${cmt()} -m sctp --dport 80 -m addrtype --src-type LOCAL -j KUBE-MARK-MASQ`,
+      `-A KUBE-SERVICES -d 2001:db8::2 -p sctp ${cmt()} -m sctp --dport 80 -m addrtype --src-type LOCAL -j DNAT --to-destination [fd00::a]:80`,
+      `-A KUBE-SERVICES -m comment --comment "Kubernetes service lb portal" -m set --match-set KUBE-6-LOAD-BALANCER dst,dst -j KUBE-LOAD-BALANCER`,
     ]);
   });
 });

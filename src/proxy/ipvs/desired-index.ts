@@ -4,7 +4,8 @@
 import { destinationId, serviceId, type Destination, type ServiceFlag, type VirtualService } from '../../kernel/ipvs/types.js';
 import { canonicalIp } from '../../model/ip.js';
 import type { ObjectError } from '../../model/service.js';
-import type { DesiredVirtualServer, ServiceContribution, VirtualServerId } from './types.js';
+import type { DesiredVirtualServer, InternalRedirect, ServiceContribution, VirtualServerId } from './types.js';
+import type { Family } from '../../model/ip.js';
 
 /** What one or more set() calls touched: the objects a partial sync must compare. */
 export interface DesiredDelta {
@@ -207,6 +208,9 @@ export class DesiredIndex {
   /** Health checks by node port (ports are unique per cluster; on a clash the first service keeps it). */
   private readonly checkPorts = new Map<number, HealthCheck & { key: string }>();
   private readonly serviceErrors = new Map<string, ObjectError[]>();
+  private readonly redirectsByKey = new Map<string, InternalRedirect[]>();
+  /** Counts changes of the redirects, so the iptables rules are rebuilt only when they change. */
+  private redirectChanges = 0;
 
   /** Replaces the contribution of service `key` (null removes it); returns what that touched. */
   set(key: string, c: ServiceContribution | null): DesiredDelta {
@@ -256,6 +260,13 @@ export class DesiredIndex {
     }
     if (next.errors.length > 0) this.serviceErrors.set(key, next.errors);
     else this.serviceErrors.delete(key);
+    const redirects = c?.redirects ?? [];
+    const before = this.redirectsByKey.get(key);
+    if ((before !== undefined || redirects.length > 0) && JSON.stringify(before ?? []) !== JSON.stringify(redirects)) {
+      this.redirectChanges++;
+      if (redirects.length > 0) this.redirectsByKey.set(key, redirects);
+      else this.redirectsByKey.delete(key);
+    }
     return delta;
   }
 
@@ -368,6 +379,16 @@ export class DesiredIndex {
   /** Health-check node ports: port -> the service (`ns/name`) and its local endpoint count. */
   healthChecks(): ReadonlyMap<number, HealthCheck> {
     return this.checkPorts;
+  }
+
+  /** The internal-traffic redirects of one family, by service key; and a number that changes with them. */
+  redirects(family: Family): InternalRedirect[] {
+    return [...this.redirectsByKey.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).flatMap(([, rs]) => rs.filter((r) => r.family === family));
+  }
+
+  /** Changes whenever {@link redirects} may have changed. */
+  get redirectVersion(): number {
+    return this.redirectChanges;
   }
 
   /** Merges the deltas of several set() calls into one (a new object). */

@@ -8,7 +8,7 @@ import { categorizeEndpoints } from '../topology.js';
 import { cidrContains, isLoopback, parseCidr, type Cidr } from './desired-net.js';
 import { schedulerFlagsError, sortFlags } from './desired-scheduler.js';
 import { SET, setName, type SetName } from './ipsets.js';
-import type { DesiredContext, DesiredVirtualServer, ServiceContribution } from './types.js';
+import type { DesiredContext, DesiredVirtualServer, InternalRedirect, ServiceContribution } from './types.js';
 
 /** `ip,proto:port`: an entry of the hash:ip,port sets. */
 export function ipPortEntry(ip: string, protocol: string, port: number): string {
@@ -21,12 +21,13 @@ function destination(ep: EndpointInfo): Destination {
 }
 
 /**
- * Addresses that belong to the node, so are never bound on the dummy link: the NodePort addresses
- * and --bind-address (DesiredContext knows no others).
+ * Addresses that belong to the node, so are never bound on the dummy link nor put in
+ * KUBE-IPVS-IPS (whose filter would refuse the node's own ports on them, kubernetes#115019): every
+ * address of its interfaces, NodePort ones or not, and --bind-address.
  */
 function nodeAddresses(ctx: DesiredContext): Set<string> {
   const out = new Set<string>();
-  for (const a of ctx.nodePortAddresses) if (familyOf(a) !== null) out.add(canonicalIp(a));
+  for (const a of [...ctx.nodePortAddresses, ...(ctx.nodeAddresses ?? [])]) if (familyOf(a) !== null) out.add(canonicalIp(a));
   if (ctx.config.bindAddress !== undefined) out.add(canonicalIp(ctx.config.bindAddress));
   return out;
 }
@@ -54,6 +55,7 @@ class Builder {
   readonly virtualServers: DesiredVirtualServer[] = [];
   readonly ipsetEntries: Array<{ set: string; entry: string }> = [];
   readonly addresses: string[] = [];
+  readonly redirects: InternalRedirect[] = [];
   readonly #vs = new Set<string>();
   readonly #entries = new Set<string>();
   readonly #addresses = new Set<string>();
@@ -75,6 +77,13 @@ class Builder {
     if (this.#entries.has(k)) return;
     this.#entries.add(k);
     this.ipsetEntries.push({ set, entry });
+  }
+
+  /** One per address (protocol and port are the service port's); source ranges win for an IP both external and LB. */
+  redirect(r: InternalRedirect): void {
+    const had = this.redirects.find((x) => x.address === r.address);
+    if (had === undefined) this.redirects.push(r);
+    else had.sourceRanges ||= r.sourceRanges;
   }
 
   bind(address: string, family: Family): void {
@@ -116,8 +125,15 @@ function addFamily(b: Builder, svc: ServicePortInfo, all: readonly EndpointInfo[
   const endpoints = all.filter((ep) => ep.family === family);
   const cat = categorizeEndpoints(endpoints, svc, ctx.nodeName, ctx.zone);
   const clusterEps = svc.internalPolicyLocal ? cat.localEndpoints : cat.clusterEndpoints;
-  // kube-proxy (#97081): with eTP Local and no local endpoint, external VIPs use cluster endpoints.
-  const externalEps = svc.externalPolicyLocal && cat.localEndpoints.length > 0 ? cat.localEndpoints : cat.clusterEndpoints;
+  // kube-proxy (#97081): with eTP Local and no local endpoint, node ports use cluster endpoints.
+  const nodePortEps = svc.externalPolicyLocal && cat.localEndpoints.length > 0 ? cat.localEndpoints : cat.clusterEndpoints;
+  // External and load-balancer IPs keep Local strictly: their internal clients are redirected to
+  // the cluster IP instead (kubernetes#93456, #115931; rules.ts redirectRules).
+  const externalEps = svc.externalPolicyLocal ? cat.localEndpoints : cat.clusterEndpoints;
+  const service = `${svc.name.namespace}/${svc.name.name}${svc.name.port ? `:${svc.name.port}` : ''}`;
+  const redirect = (address: string, sourceRanges: boolean): void => {
+    if (svc.externalPolicyLocal) b.redirect({ family, protocol, address, port, clusterIP, sourceRanges, service });
+  };
   const nodeAddrs = nodeAddresses(ctx);
   const ofFamily = (ips: readonly string[]): string[] => ips.filter((ip) => familyOf(ip) === family);
 
@@ -132,6 +148,7 @@ function addFamily(b: Builder, svc: ServicePortInfo, all: readonly EndpointInfo[
   for (const ip of ofFamily(svc.externalIPs)) {
     b.entry(svc.externalPolicyLocal ? SET.EXTERNAL_IP_LOCAL : SET.EXTERNAL_IP, family, ipPortEntry(ip, protocol, port));
     b.vs(vs(ip, port), externalEps);
+    redirect(ip, false);
     if (!nodeAddrs.has(ip)) b.bind(ip, family);
   }
 
@@ -148,6 +165,7 @@ function addFamily(b: Builder, svc: ServicePortInfo, all: readonly EndpointInfo[
       if (allowFromNode) b.entry(SET.LOAD_BALANCER_SOURCE_IP, family, `${e},${ip}`);
     }
     b.vs(vs(ip, port), externalEps);
+    redirect(ip, ranges !== null);
     if (!nodeAddrs.has(ip)) b.bind(ip, family);
   }
 
@@ -160,7 +178,7 @@ function addFamily(b: Builder, svc: ServicePortInfo, all: readonly EndpointInfo[
         b.entry(all, family, e);
         if (svc.externalPolicyLocal) b.entry(local, family, e);
       }
-      for (const ip of nodeIPs) b.vs(vs(ip, svc.nodePort), externalEps);
+      for (const ip of nodeIPs) b.vs(vs(ip, svc.nodePort), nodePortEps);
     }
   }
 
@@ -198,6 +216,7 @@ export function desiredForService(svc: ServicePortInfo, endpoints: readonly Endp
   out.virtualServers = b.virtualServers;
   out.ipsetEntries = b.ipsetEntries;
   out.addresses = b.addresses;
+  if (b.redirects.length > 0) out.redirects = b.redirects;
   if (svc.externalPolicyLocal && svc.healthCheckNodePort !== null) {
     const localReady = new Set(endpoints.filter((ep) => ep.isLocal && ep.ready).map((ep) => ep.address));
     out.healthCheck = { port: svc.healthCheckNodePort, service: `${svc.name.namespace}/${svc.name.name}`, localEndpoints: localReady.size };

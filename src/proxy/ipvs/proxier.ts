@@ -34,7 +34,7 @@ import { formatPlan, plan, type Plan } from './plan.js';
 import { ipvsModeRules, lbNoNodeAccess } from './rules.js';
 import { applySysctls, conntrackSysctls, ipvsSysctls } from './sysctl.js';
 import type { DesiredContext, ObservedState } from './types.js';
-import { Verifier, type VerifyReport } from './verify.js';
+import { Verifier, type NodeAddresses, type VerifyReport } from './verify.js';
 import { SerialQueue } from '../../serial.js';
 
 export type { VerifyReport };
@@ -125,6 +125,8 @@ export class IpvsProxier {
   private readonly graceful = new GracefulState();
   private observed: ObservedState | null = null;
   private nodePortAddresses: string[] = [];
+  /** Every address of the node but the dummy link's (never bound there). */
+  private nodeAddresses: string[] = [];
   private readonly iptables: IptablesKeeper;
   private readonly iptablesDrivers: Promise<IptablesPair>;
   /** Syncs and verification steps run one at a time, in the order they asked. */
@@ -177,8 +179,8 @@ export class IpvsProxier {
       readNodePortAddresses: (link) => this.readNodePortAddresses(link),
       node: async (scope, addresses) => {
         await this.ensureNode(scope);
-        if (addresses.join() === this.nodePortAddresses.join()) return;
-        this.nodePortAddresses = addresses;
+        if (addresses.nodePort.join() === this.nodePortAddresses.join() && addresses.local.join() === this.nodeAddresses.join()) return;
+        this.takeAddresses(addresses);
         for (const key of [...this.index.keys()]) mergeDelta(scope, this.update(key));
       },
       repair: (scope) => this.repair(scope),
@@ -201,19 +203,24 @@ export class IpvsProxier {
   }
 
   private context(): DesiredContext {
-    return { config: this.o.config, nodeName: this.o.nodeName, zone: nodeZone(this.tracker.state().node), nodePortAddresses: this.nodePortAddresses };
+    return { config: this.o.config, nodeName: this.o.nodeName, zone: nodeZone(this.tracker.state().node), nodePortAddresses: this.nodePortAddresses, nodeAddresses: this.nodeAddresses };
   }
 
-  /** Local addresses NodePorts listen on: --nodeport-addresses CIDRs, `primary`, or all. */
-  private async readNodePortAddresses(link: LinkClient = this.o.clients.link): Promise<string[]> {
+  /** The node's addresses, and those NodePorts listen on: --nodeport-addresses CIDRs, `primary`, or all. */
+  private async readNodePortAddresses(link: LinkClient = this.o.clients.link): Promise<NodeAddresses> {
     const wanted = this.o.config.nodePortAddresses;
     const local = (await link.localAddresses({ exclude: [this.o.dummyName] })).map((a) => a.address);
-    if (wanted.length === 0) return local;
+    if (wanted.length === 0) return { nodePort: local, local };
     if (wanted[0] === 'primary') {
       const nodeIPs = this.tracker.state().node?.addresses ?? [];
-      return local.filter((a) => nodeIPs.includes(a));
+      return { nodePort: local.filter((a) => nodeIPs.includes(a)), local };
     }
-    return local.filter((a) => wanted.some((c) => inCidr(a, c)));
+    return { nodePort: local.filter((a) => wanted.some((c) => inCidr(a, c))), local };
+  }
+
+  private takeAddresses(a: NodeAddresses): void {
+    this.nodePortAddresses = a.nodePort;
+    this.nodeAddresses = a.local;
   }
 
   /** One-time setup: the IPVS timeouts. */
@@ -296,7 +303,7 @@ export class IpvsProxier {
         const capacity = capacityOf(h);
         if (capacity !== null) this.observed.ipsetCapacity.set(h.name, capacity);
       }
-      this.nodePortAddresses = await this.readNodePortAddresses();
+      this.takeAddresses(await this.readNodePortAddresses());
       changed = this.tracker.takeChanged();
       for (const key of changed) this.update(key);
       const record = this.o.stateDir ? takeHandoff(this.o.stateDir) : null;
@@ -356,7 +363,7 @@ export class IpvsProxier {
     if (!full) scope = this.index.mergeDeltas([this.retryScope, ...[...changed].map((k) => this.update(k))]);
     if ((full || this.linkMissing) && !config.dryRun) await this.ensureNode(scope);
     if (full) {
-      this.nodePortAddresses = await this.readNodePortAddresses();
+      this.takeAddresses(await this.readNodePortAddresses());
       this.observed = await readObserved({ ipvs: clients.ipvs, ipset: clients.ipset, link: clients.link, dummyName: this.o.dummyName });
       this.whole = !config.dryRun;
       for (const key of new Set([...this.tracker.state().services.keys(), ...this.index.keys()])) this.update(key);
@@ -563,9 +570,12 @@ export class IpvsProxier {
       if (!ipt || (family === 'ipv6' && !hasIpv6 && !this.iptables.has('ipv6'))) continue;
       const entries = (base: (typeof SET)[keyof typeof SET]) => this.index.ipsetEntries(setName(base, family)).keys();
       const noNodeAccess = lbNoNodeAccess(entries(SET.LOAD_BALANCER_FW), entries(SET.LOAD_BALANCER_SOURCE_IP));
-      const inputs = `${[...nonEmpty].sort().join()} ${noNodeAccess.join()}`;
+      const inputs = `${[...nonEmpty].sort().join()} ${noNodeAccess.join()} ${this.index.redirectVersion}`;
       let last = this.lastRules.get(family);
-      if (last?.inputs !== inputs) this.lastRules.set(family, (last = { inputs, spec: ipvsModeRules(this.context(), family, nonEmpty, noNodeAccess) }));
+      if (last?.inputs !== inputs) {
+        const spec = ipvsModeRules(this.context(), family, nonEmpty, noNodeAccess, this.index.redirects(family));
+        this.lastRules.set(family, (last = { inputs, spec }));
+      }
       out.push({ family, ipt, spec: last.spec });
     }
     return out;

@@ -6,7 +6,7 @@ import { comment, type ChainSpec, type JumpSpec, type Rule, type TableSpec } fro
 import type { Family } from '../../model/ip.js';
 import { formatCidr, parseCidr } from './desired-net.js';
 import { SET, setComment, setName, type SetName } from './ipsets.js';
-import type { DesiredContext } from './types.js';
+import type { DesiredContext, InternalRedirect } from './types.js';
 
 /** Owned chains, by table, in kube-proxy's order. */
 export const CHAINS = {
@@ -87,16 +87,41 @@ function outFilterRule(entry: string): Rule {
   return ['-s', ip, '-m', 'ipvs', '--vaddr', ip, '--vproto', proto, '--vport', port, '-j', 'DROP'];
 }
 
+/** `ip:port`, `[ip6]:port`: a DNAT target. */
+const hostPort = (ip: string, port: number): string => (ip.includes(':') ? `[${ip}]:${port}` : `${ip}:${port}`);
+
+/**
+ * Internal clients of an externalTrafficPolicy: Local external or load-balancer IP port, DNATed to
+ * the cluster IP (whose virtual server has every endpoint, by the internal policy), as kube-proxy's
+ * iptables mode short-circuits them (kubernetes#93456, #115931); external clients keep the local
+ * endpoints and their source address. The node (and hostNetwork Pods) is masqueraded, as there:
+ * its source would be the VIP itself. Pods come from `cidr`; behind source ranges only Pods inside
+ * them are redirected (the others meet the filter's range check; the node's is in mangle OUTPUT).
+ */
+function redirectRules(r: InternalRedirect, cidr: string | null, sourceCidrSet: string): Rule[] {
+  const to = ['-j', 'DNAT', '--to-destination', hostPort(r.clusterIP, r.port)];
+  const vip = ['-d', r.address, '-p', r.protocol, ...comment(`${r.service} internal traffic to an externalTrafficPolicy=Local IP`), '-m', r.protocol, '--dport', String(r.port)];
+  const node = [...vip, '-m', 'addrtype', '--src-type', 'LOCAL'];
+  const out: Rule[] = [
+    [...node, '-j', 'KUBE-MARK-MASQ'],
+    [...node, ...to],
+  ];
+  if (cidr !== null) out.push(['-s', cidr, ...vip, ...(r.sourceRanges ? ['-m', 'set', '--match-set', sourceCidrSet, 'dst,dst,src'] : []), ...to]);
+  return out;
+}
+
 /**
  * kube-proxy IPVS mode's nat and filter rules for one family. `nonEmptySets` holds the
  * (family-specific) names of the owned sets that have entries; `noNodeAccess` the
- * {@link lbNoNodeAccess} entries of this family, dropped when the node itself sends to them.
+ * {@link lbNoNodeAccess} entries of this family, dropped when the node itself sends to them;
+ * `redirects` this family's internal-traffic redirects (redirectRules).
  */
 export function ipvsModeRules(
   ctx: DesiredContext,
   family: Family,
   nonEmptySets: ReadonlySet<string>,
   noNodeAccess: readonly string[] = [],
+  redirects: readonly InternalRedirect[] = [],
 ): TableSpec[] {
   const natRules: Record<string, Rule[]> = Object.fromEntries(CHAINS.nat.map((c) => [c, [] as Rule[]]));
   const filterRules: Record<string, Rule[]> = Object.fromEntries(CHAINS.filter.map((c) => [c, [] as Rule[]]));
@@ -110,6 +135,8 @@ export function ipvsModeRules(
   const mark = masqueradeMark(ctx.config.masqueradeBit);
 
   nat('KUBE-SERVICES', ['-s', family === 'ipv4' ? '127.0.0.0/8' : '::1/128', '-j', 'RETURN']);
+  const podCidr = ctx.config.clusterCIDRs.map(parseCidr).find((c) => c !== null && c.family === family) ?? null;
+  for (const r of redirects) for (const rule of redirectRules(r, podCidr && formatCidr(podCidr), name(SET.LOAD_BALANCER_SOURCE_CIDR))) nat('KUBE-SERVICES', rule);
   for (const j of SET_JUMPS) {
     if (!has(j.set)) continue;
     const rule = [...(j.proto ? ['-p', j.proto] : []), ...commented(j.set, j.match), '-j', j.to];

@@ -7,7 +7,8 @@ import type { Config } from '../../config.js';
 import type { Destination, VirtualService } from '../../kernel/ipvs/types.js';
 import type { IpsetSetSpec } from '../../kernel/ipset/types.js';
 import type { TableSpec } from '../../kernel/iptables.js';
-import type { ObjectError } from '../../model/service.js';
+import type { Family } from '../../model/ip.js';
+import type { L4Protocol, ObjectError } from '../../model/service.js';
 
 /** What desired-state functions know besides the service itself. */
 export interface DesiredContext {
@@ -17,6 +18,8 @@ export interface DesiredContext {
   zone?: string;
   /** Local addresses NodePort virtual servers listen on (after --nodeport-addresses filtering). */
   nodePortAddresses: string[];
+  /** Every address of the node but the dummy link's, whatever --nodeport-addresses says (absent: the NodePort ones). */
+  nodeAddresses?: string[];
 }
 
 /** One virtual server with the real servers it should have. */
@@ -38,6 +41,25 @@ export interface ServiceContribution {
   healthCheck: { port: number; service: string; localEndpoints: number } | null;
   /** Why (part of) this service could not be programmed, e.g. an unknown scheduler annotation. */
   errors: ObjectError[];
+  /** Internal traffic to its externalTrafficPolicy: Local external and load-balancer IPs (absent: none). */
+  redirects?: InternalRedirect[];
+}
+
+/**
+ * An externalTrafficPolicy: Local external or load-balancer IP port whose internal clients (the
+ * cluster CIDR, the node) are DNATed to the cluster IP, so they reach every endpoint the cluster IP
+ * has, as kube-proxy's iptables mode short-circuits them; external clients keep the local endpoints.
+ */
+export interface InternalRedirect {
+  family: Family;
+  protocol: L4Protocol;
+  address: string;
+  port: number;
+  clusterIP: string;
+  /** A load-balancer IP with source ranges: Pods are redirected only from inside them. */
+  sourceRanges: boolean;
+  /** `ns/name:port` for the rule comment. */
+  service: string;
 }
 
 /** A set the proxy owns, with its spec (created when missing). */
