@@ -222,6 +222,12 @@ export interface VerifyReport {
   readFirst?: number;
 }
 
+/** The node's addresses as one read finds them: those NodePorts listen on, and every one but the dummy link's. */
+export interface NodeAddresses {
+  nodePort: string[];
+  local: string[];
+}
+
 /** What the verification needs of the proxier. */
 export interface VerifyHost {
   /** The sockets reads go through (separate from the writers'). */
@@ -233,9 +239,9 @@ export interface VerifyHost {
   observed(): ObservedState;
   /** Runs `fn` in the sync queue (after the syncs that asked before). */
   serial<T>(fn: () => Promise<T>): Promise<T>;
-  readNodePortAddresses(link: LinkClient): Promise<string[]>;
+  readNodePortAddresses(link: LinkClient): Promise<NodeAddresses>;
   /** Re-ensures the node objects and takes the node-port addresses read; adds what that changed to `scope`. */
-  node(scope: DesiredDelta, nodePortAddresses: string[]): Promise<void>;
+  node(scope: DesiredDelta, addresses: NodeAddresses): Promise<void>;
   /** Plans and applies `scope`. */
   repair(scope: DesiredDelta): Promise<{ ops: number; errors: number; drift: number }>;
   /** The wanted rules; waits for the iptables drivers (backend detection) at a daemon's start. */
@@ -334,7 +340,7 @@ export class Verifier {
       }
     };
     try {
-      const addresses = await h.readNodePortAddresses(h.read.link); // every address (kube-ipvs0's too): outside the queue
+      const addresses = await h.readNodePortAddresses(h.read.link); // outside the queue
       await held('node', async () => {
         const scope = emptyDelta();
         await h.node(scope, addresses);

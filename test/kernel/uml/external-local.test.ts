@@ -70,7 +70,6 @@ function gets(from: string, ip: string, port: number, n: number): Record<string,
 /** A plain HTTP listener of the node's own on :2222 (sshd, the kubelet…): it must stay reachable on every node address. */
 let nodeListener: ChildProcess | null = null;
 let manifests: Manifests;
-let d: Daemon;
 beforeAll(async () => {
   execFileSync('sh', ['-c', `${process.execPath} ${CLI} cleanup >/dev/null 2>&1; true`]);
   demoNetworkUp();
@@ -80,19 +79,28 @@ beforeAll(async () => {
   manifests.write('services.yaml', ''); // only this file's Services
   manifests.write('endpointslices.yaml', '');
   manifests.write('external-local.yaml', MANIFEST);
-  d = new Daemon(['--manifests', manifests.dir, '--hostname-override', 'kip-node', '--cluster-cidr', '10.244.0.0/16', '--log-format', 'text']);
-  d.start();
-  await d.healthy();
   await waitFor('the node listener', () => /:08AE /.test(sh('cat', '/proc/net/tcp')));
 });
 afterAll(async () => {
-  await d?.stop();
   nodeListener?.kill();
   execFileSync('sh', ['-c', `ip addr del ${NODE_IP2}/24 dev kc0 2>/dev/null; sh ${REPO}examples/demo/network.sh down; ${process.execPath} ${CLI} cleanup >/dev/null 2>&1; true`]);
   manifests?.remove();
 });
 
-describe('externalIPs and node addresses as load-balancer IPs, externalTrafficPolicy: Local (kubernetes#124260, #121272, #117613, #115019)', () => {
+// With --nodeport-addresses, a node address outside it (NODE_IP2) is still the node's: never bound.
+for (const extra of [[], ['--nodeport-addresses', '10.250.0.1/32']]) {
+describe(`externalIPs and node addresses as load-balancer IPs, externalTrafficPolicy: Local (kubernetes#124260, #121272, #117613, #115019)${extra.length ? ` with ${extra.join(' ')}` : ''}`, () => {
+  let d: Daemon;
+  beforeAll(async () => {
+    d = new Daemon(['--manifests', manifests.dir, '--hostname-override', 'kip-node', '--cluster-cidr', '10.244.0.0/16', '--log-format', 'text', ...extra]);
+    d.start();
+    await d.healthy();
+  });
+  afterAll(async () => {
+    await d?.stop();
+    execFileSync('sh', ['-c', `${process.execPath} ${CLI} cleanup >/dev/null 2>&1; true`]);
+  });
+
   it('each virtual server has only the local endpoint; node addresses are not bound on kube-ipvs0 nor in KUBE-IPVS-IPS', () => {
     const ipvs = sh('ipvsadm', '-Sn');
     for (const [, , ip, local] of SERVICES) {
@@ -130,3 +138,4 @@ describe('externalIPs and node addresses as load-balancer IPs, externalTrafficPo
     for (const [, , ip, be] of SERVICES) expect([local(ip, be), all], ip).toContainEqual(gets('node', ip, 80, 12));
   });
 });
+}
