@@ -237,18 +237,17 @@ const REDIRECT = /^nat -A KUBE-SERVICES (-s \S+ )?-d \S+ -p \w+ -m \w+ --dport \
 /** Lines expected on one side only. Each row of docs/kube-proxy-parity.md that shows up in a capture. */
 const DIVERGENCES: Divergence[] = [
   {
-    // Optional until the internal redirects (kubernetes#93456, #115931) are in every build.
     what: 'eTP Local external / load-balancer IP without a local endpoint: no cluster endpoints as real servers',
-    section: 'ipvs', only: 'kube-proxy', optional: true,
+    section: 'ipvs', only: 'kube-proxy',
     line: new RegExp(`^-a -t ${esc(LB.localNone)}:80 -r `),
   },
   {
     what: 'eTP Local external / load-balancer IP: internal clients DNATed to the cluster IP',
-    section: 'iptables', only: 'ours', optional: true, line: REDIRECT,
+    section: 'iptables', only: 'ours', line: REDIRECT,
   },
   {
     what: 'eTP Local external / load-balancer IP: internal clients DNATed to the cluster IP (IPv6)',
-    section: 'ip6tables', only: 'ours', optional: true, line: REDIRECT,
+    section: 'ip6tables', only: 'ours', line: REDIRECT,
   },
   {
     what: 'source ranges also enforced for node-originated connections, in mangle OUTPUT',
