@@ -7,7 +7,7 @@
 //   built-in modules from source instead of its embedded code cache. V8 sizes its heap from the
 //   memory limit instead.
 // Entry point: `kube-ipvs-proxy [flags]` (the daemon), `inspect [--json]`, `cleanup`.
-import { realpathSync } from 'node:fs';
+import { readFileSync, realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 import { ConfigError, formatHelp, parseArgs } from './config.js';
@@ -28,6 +28,19 @@ const processIo: CliIo = {
   stderr: (t) => void process.stderr.write(t),
 };
 
+/** package.json's version: the file is one level above src/cli.ts, two above dist/{src,bin}/cli.js. */
+function packageVersion(): string {
+  for (const up of ['../package.json', '../../package.json']) {
+    try {
+      const pkg = JSON.parse(readFileSync(new URL(up, import.meta.url), 'utf8')) as { name?: string; version?: string };
+      if (pkg.name === 'kube-ipvs-proxy' && pkg.version) return pkg.version;
+    } catch {
+      // not there: one level further up
+    }
+  }
+  return 'unknown';
+}
+
 /** Runs the command line; returns the exit code. */
 export async function main(argv: readonly string[], io: CliIo = processIo): Promise<number> {
   let parsed;
@@ -41,6 +54,10 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
   }
   if (parsed.help) {
     io.stdout(formatHelp('kube-ipvs-proxy'));
+    return 0;
+  }
+  if (parsed.version) {
+    io.stdout(`kube-ipvs-proxy v${packageVersion()}\n`);
     return 0;
   }
   for (const w of parsed.warnings) io.stderr(`warning: ${w}\n`);

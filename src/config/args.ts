@@ -21,6 +21,8 @@ export interface ParsedArgs {
   inspect: InspectFlags;
   /** --help / -h was given: print formatHelp(); `config` is then the defaults and nothing was validated. */
   help: boolean;
+  /** --version was given: print the version; `config` is then the defaults and nothing was validated. */
+  version: boolean;
   /** Non-fatal notes (ignored config-file fields, flags that do not apply to the mode). */
   warnings: string[];
 }
@@ -88,7 +90,7 @@ const DEFAULT_LABELS = new Map(FLAG_DEFS.filter((f) => f.path !== undefined).map
  */
 export function parseArgs(argv: readonly string[], options: ParseArgsOptions = {}): ParsedArgs {
   const cli = scan(argv);
-  if (cli.help) return { command: cli.command ?? 'run', config: defaultConfig(), json: cli.json, inspect: cli.inspect, help: true, warnings: [] };
+  if (cli.help || cli.version) return { command: cli.command ?? 'run', config: defaultConfig(), json: cli.json, inspect: cli.inspect, help: cli.help, version: cli.version, warnings: [] };
   const issues = [...cli.issues];
   const warnings: string[] = [];
   const merged = new Layer();
@@ -127,7 +129,7 @@ export function parseArgs(argv: readonly string[], options: ParseArgsOptions = {
     }
   }
   if (issues.length > 0 || !result.success) throw new ConfigError(issues);
-  return { command, config: result.data, json: cli.json, inspect: cli.inspect, help: false, warnings };
+  return { command, config: result.data, json: cli.json, inspect: cli.inspect, help: false, version: false, warnings };
 }
 
 function readConfigFile(path: string, options: ParseArgsOptions): string {
@@ -171,11 +173,12 @@ interface Scan {
   json: boolean;
   inspect: InspectFlags;
   help: boolean;
+  version: boolean;
 }
 
 /** Tokenises argv like pflag: --name=value, --name value, bare booleans, -v N, -vN, --, and one positional command. */
 function scan(argv: readonly string[]): Scan {
-  const out: Scan = { layer: new Layer(), issues: [], json: false, inspect: { stats: false }, help: false };
+  const out: Scan = { layer: new Layer(), issues: [], json: false, inspect: { stats: false }, help: false, version: false };
   const seenLists = new Set<string>();
   let positionalOnly = false;
   for (let i = 0; i < argv.length; i++) {
@@ -230,6 +233,9 @@ function apply(out: Scan, flag: FlagDef, text: string, shown: string, seenLists:
       return;
     case 'help':
       out.help ||= value === true;
+      return;
+    case 'version':
+      out.version ||= value === true;
       return;
     case 'json':
       out.json = value === true;

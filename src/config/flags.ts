@@ -28,7 +28,7 @@ export interface FlagSpec {
 export interface FlagDef extends FlagSpec {
   readonly path?: string;
   readonly convert?: (text: string) => unknown;
-  readonly special?: 'config' | 'cleanup' | 'json' | 'help' | 'no-fallback' | 'inspect';
+  readonly special?: 'config' | 'cleanup' | 'json' | 'help' | 'version' | 'no-fallback' | 'inspect';
 }
 
 type Extra = Partial<Pick<FlagDef, 'aliases' | 'path' | 'convert' | 'special'>> & { ours?: boolean };
@@ -91,6 +91,7 @@ export const FLAG_DEFS: readonly FlagDef[] = [
   def('vip', 'value', 'IP[:PORT]', '', 'inspect: only the virtual servers on this address (and port).', { special: 'inspect', ours: true }),
   def('stats', 'bool', '', '', 'inspect: add IPVS traffic counters and rates, and traffic per Service.', { special: 'inspect', convert: toBool, ours: true }),
   def('help', 'bool', '', '', 'Print this help.', { special: 'help', convert: toBool, aliases: ['h'] }),
+  def('version', 'bool', '', '', 'Print the version and exit.', { special: 'version', convert: toBool }),
 ];
 
 /** The flags, for --help and the README. */

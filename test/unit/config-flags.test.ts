@@ -17,7 +17,7 @@ function issues(...argv: string[]): readonly string[] {
 
 describe('parseArgs: values', () => {
   it('with no arguments runs the daemon with the defaults', () => {
-    expect(parseArgs([], noFile)).toEqual({ command: 'run', config: defaultConfig(), json: false, inspect: { stats: false }, help: false, warnings: [] });
+    expect(parseArgs([], noFile)).toEqual({ command: 'run', config: defaultConfig(), json: false, inspect: { stats: false }, help: false, version: false, warnings: [] });
   });
 
   it('maps every kube-proxy flag to its Config field', () => {
@@ -147,6 +147,10 @@ describe('parseArgs: commands', () => {
     expect(issues('inspect', 'cleanup')).toEqual(['cleanup: conflicts with the inspect command']);
     expect(issues('inspect', 'inspect')).toEqual(['unexpected argument "inspect"']);
     expect(issues('--json')).toEqual(['--json: only valid with the inspect command']);
+  });
+
+  it('answers --version without validating anything else', () => {
+    expect(parseArgs(['--version', '--bogus'], noFile)).toMatchObject({ version: true, help: false, command: 'run', config: defaultConfig() });
   });
 
   it('answers --help and -h without validating anything else', () => {
