@@ -22,6 +22,9 @@ $PODMAN image exists "$IMAGE" || fail "no image $IMAGE: run test/image/build.sh 
 
 # 1. The CLI: the bundle starts under the image's node, and the native addon loads.
 version=$(node -p "require('$REPO/package.json').version")
+out=$($RUN "$IMAGE" --version 2>&1) || fail "--version exited $?: $out"
+[ "$out" = "kube-ipvs-proxy v$version" ] || fail "--version printed: $out (the checkout has $version)"
+say "ok: --version: $out"
 out=$($RUN "$IMAGE" --help 2>&1) || fail "--help exited $?: $out"
 printf '%s\n' "$out" | head -1 | grep -q '^Usage: kube-ipvs-proxy' || fail "--help printed: $(printf '%s' "$out" | head -3)"
 say "ok: --help ($(printf '%s\n' "$out" | wc -l) lines: $(printf '%s\n' "$out" | head -1))"
