@@ -56,8 +56,10 @@ if (!only.length || only.includes('ipvs')) {
 if (only.includes('cluster')) {
   console.log('== cluster scale (User-Mode Linux): the daemon against a fake API server');
   const commit = spawnSync('git', ['describe', '--always', '--dirty', '--abbrev=12'], { encoding: 'utf8' }).stdout?.trim() || 'unknown';
-  const big = /(^|[,\s=])\d{5,}/.test(clusterArgs.join(' '));
-  const r = await runInUml({ command: [process.execPath, here('./cluster.mjs'), ...clusterArgs], env: { KIP_BENCH_COMMIT: commit }, mem: big ? '3G' : '1536M', timeoutMs: 120 * 60_000, autoload: true });
+  // UML's memory from the largest size named: the fake API server holds every object as JSON and as objects.
+  const largest = Math.max(0, ...(clusterArgs.join(' ').match(/\d{4,}/g) ?? []).map(Number));
+  const mem = largest >= 50_000 ? '10G' : largest >= 10_000 ? '3G' : '1536M';
+  const r = await runInUml({ command: [process.execPath, here('./cluster.mjs'), ...clusterArgs], env: { KIP_BENCH_COMMIT: commit }, mem, timeoutMs: 240 * 60_000, autoload: true });
   if (r.code !== 0) failed++;
 }
 process.exitCode = failed ? 1 : 0;
