@@ -43,6 +43,12 @@ export class GracefulState {
     if (m.size === 0) this.draining.delete(vs);
   }
 
+  /** True when a destination has drained for `timeoutMs` (--graceful-termination-timeout) or longer. */
+  timedOut(timeoutMs: number, now: number = Date.now()): boolean {
+    for (const m of this.draining.values()) for (const e of m.values()) if (now - e.since >= timeoutMs) return true;
+    return false;
+  }
+
   /** Number of draining destinations. */
   get size(): number {
     let n = 0;

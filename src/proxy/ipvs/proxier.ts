@@ -11,7 +11,6 @@ import type { Iptables } from '../../kernel/iptables.js';
 import type { LinkClient } from '../../kernel/link.js';
 import type { Logger } from '../../log.js';
 import type { ObjectError } from '../../model/service.js';
-import { inCidr } from '../../model/ip.js';
 import type { ProxyHealth } from '../../server/health.js';
 import type { ProxyMetrics } from '../../server/metrics.js';
 import type { DesiredView } from '../../server/desired.js';
@@ -26,13 +25,16 @@ import { applyPlan, type ApplyResult } from './apply.js';
 import { desiredForService } from './desired.js';
 import { GracefulState, refreshDraining } from './graceful.js';
 import { DesiredIndex, emptyDelta, mergeDelta, type DesiredDelta } from './desired-index.js';
-import { capacityOf, GROW_PREFIX, OWNED_SETS, SET, setName } from './ipsets.js';
+import { DrainSchedule } from './drain.js';
+import { FamilyRulesBuilder } from './family-rules.js';
+import { capacityOf, GROW_PREFIX, OWNED_SETS } from './ipsets.js';
 import { IptablesKeeper, type FamilyRules } from './iptables-keeper.js';
 import { differing, takeHandoff, writeHandoff } from './handoff.js';
 import { emptyObserved, isOwnedSetName, readObserved } from './observe.js';
 import { formatPlan, plan, type Plan } from './plan.js';
-import { ipvsModeRules, lbNoNodeAccess } from './rules.js';
-import { applySysctls, conntrackSysctls, ipvsSysctls } from './sysctl.js';
+import { ensureNodeObjects, readNodeAddresses, setIpvsTimeouts } from './node.js';
+import type { applySysctls } from './sysctl.js';
+import { countKernelOps } from './sync-metrics.js';
 import type { DesiredContext, ObservedState } from './types.js';
 import { Verifier, type NodeAddresses, type VerifyReport } from './verify.js';
 import { SerialQueue } from '../../serial.js';
@@ -40,6 +42,8 @@ import { SerialQueue } from '../../serial.js';
 export type { VerifyReport };
 
 export { formatPlan };
+
+export { DRAIN_CHECK_INTERVAL_MS, DRAIN_READ_DELAY_MS } from './drain.js';
 
 /** The iptables drivers of both families (IPv6: none on a node without it). */
 export interface IptablesPair {
@@ -103,21 +107,6 @@ export interface SyncReport {
   adopted?: boolean;
 }
 
-/**
- * How long after a sync the connections of the real servers left draining are counted (for the
- * next plan, which deletes the drained ones). A sync ends with its writes: counting a server it
- * has just set to weight 0 tells nothing yet, and on a busy CPU that read would stand between
- * the change and whatever runs next. Syncs in a burst share one count.
- */
-export const DRAIN_READ_DELAY_MS = 200;
-
-/**
- * While real servers drain, how often their connections are counted again (one dump per virtual
- * server that drains, never the whole table) and the drained ones deleted: a real server goes
- * within about this long of its last connection, not at the next sync.
- */
-export const DRAIN_CHECK_INTERVAL_MS = 1000;
-
 /** The IPVS proxier; the daemon feeds it through handler() and calls sync() from the runner. */
 export class IpvsProxier {
   readonly tracker: ChangeTracker;
@@ -137,10 +126,7 @@ export class IpvsProxier {
   private lastVerify: VerifyReport | null = null;
   /** close() was called: a verification still reading fails on the closed sockets, as expected. */
   private closed = false;
-  /** The timer of the draining servers' count that is due (countDrainingSoon), until it fires. */
-  private drainTimer: ReturnType<typeof setTimeout> | null = null;
-  /** The draining servers' count in flight (queued or running), if any. */
-  private drainCount: Promise<void> | null = null;
+  private readonly drain: DrainSchedule;
   /** The health-check ports the last sync could not open (reported with every report()). */
   private healthErrors: ObjectError[] = [];
   /** The whole kernel was read once (adopted, or a full sync): observed is worth a handoff record at close(). */
@@ -154,8 +140,7 @@ export class IpvsProxier {
   private linkMissing = false;
   /** Sysctls and the dummy link that could not be ensured (reported once each). */
   private nodeErrors: ObjectError[] = [];
-  /** Per family, the rules rules() last built and what they were built from. */
-  private readonly lastRules = new Map<string, { inputs: string; spec: FamilyRules['spec'] }>();
+  private readonly familyRules = new FamilyRulesBuilder(this.index);
   /** Objects the kernel refused for good (errors.ts): kept until the next full sync compares them again. */
   private refused: ApplyResult['refused'] = [];
 
@@ -187,6 +172,7 @@ export class IpvsProxier {
       rules: () => this.rules(),
       nextSyncIn: () => this.o.nextSyncIn?.() ?? -1,
     });
+    this.drain = new DrainSchedule({ draining: () => this.graceful.draining.size > 0, serial: (fn) => this.queue.run(fn), count: () => this.countDraining() });
     this.tracker = o.tracker ?? new ChangeTracker(o.nodeName);
     this.now = o.now ?? (() => performance.now());
   }
@@ -206,16 +192,9 @@ export class IpvsProxier {
     return { config: this.o.config, nodeName: this.o.nodeName, zone: nodeZone(this.tracker.state().node), nodePortAddresses: this.nodePortAddresses, nodeAddresses: this.nodeAddresses };
   }
 
-  /** The node's addresses, and those NodePorts listen on: --nodeport-addresses CIDRs, `primary`, or all. */
-  private async readNodePortAddresses(link: LinkClient = this.o.clients.link): Promise<NodeAddresses> {
-    const wanted = this.o.config.nodePortAddresses;
-    const local = (await link.localAddresses({ exclude: [this.o.dummyName] })).map((a) => a.address);
-    if (wanted.length === 0) return { nodePort: local, local };
-    if (wanted[0] === 'primary') {
-      const nodeIPs = this.tracker.state().node?.addresses ?? [];
-      return { nodePort: local.filter((a) => nodeIPs.includes(a)), local };
-    }
-    return { nodePort: local.filter((a) => wanted.some((c) => inCidr(a, c))), local };
+  /** The node's addresses, and those NodePorts listen on. */
+  private readNodePortAddresses(link: LinkClient = this.o.clients.link): Promise<NodeAddresses> {
+    return readNodeAddresses(link, this.o.dummyName, this.o.config.nodePortAddresses, () => this.tracker.state().node?.addresses ?? []);
   }
 
   private takeAddresses(a: NodeAddresses): void {
@@ -225,35 +204,22 @@ export class IpvsProxier {
 
   /** One-time setup: the IPVS timeouts. */
   private async prepare(): Promise<void> {
-    const t = this.o.config.ipvs;
-    if (t.tcpTimeoutMs || t.tcpFinTimeoutMs || t.udpTimeoutMs) {
-      const s = (ms: number) => Math.round(ms / 1000);
-      const want = { tcp: s(t.tcpTimeoutMs), tcpFin: s(t.tcpFinTimeoutMs), udp: s(t.udpTimeoutMs) };
-      const have = await this.o.clients.ipvs.getTimeouts();
-      // 0 leaves a timeout as it is: write only when a wanted one differs.
-      if ((Object.keys(want) as Array<keyof typeof want>).some((k) => want[k] !== 0 && want[k] !== have[k])) await this.o.clients.ipvs.setTimeouts(want);
-    }
+    await setIpvsTimeouts(this.o.clients.ipvs, this.o.config.ipvs);
     this.started = true;
   }
 
   /**
    * Re-ensures the node-level objects (at start, on every full sync, and when a sync found the
-   * dummy link missing): the sysctls (written only when they differ) and the dummy link. A
-   * re-created link has no addresses: every wanted one is bound again. The owned ipsets are
-   * created by the plan when missing.
+   * dummy link missing): the sysctls and the dummy link. A re-created link has no addresses:
+   * every wanted one is bound again. The owned ipsets are created by the plan when missing.
    */
   private async ensureNode(scope: DesiredDelta | 'full'): Promise<void> {
-    const { config } = this.o;
-    const failed = (this.o.sysctl ?? applySysctls)([...ipvsSysctls({ strictARP: config.ipvs.strictARP }), ...conntrackSysctls(config.conntrack)]);
-    this.nodeErrors = failed.map((f) => ({ object: `sysctl ${f.key}`, reason: `cannot set ${f.key}=${f.value}: ${f.error}` }));
-    try {
-      const { created } = await this.o.clients.link.ensureDummy(this.o.dummyName);
-      if (created && this.observed) this.observed.addresses.clear();
-      if (created && scope !== 'full') for (const a of this.index.addresses().keys()) scope.addresses.add(a);
-      this.linkMissing = false;
-    } catch (e) {
-      this.nodeErrors.push({ object: `link ${this.o.dummyName}`, reason: e instanceof Error ? e.message : String(e) });
-    }
+    const { created, errors } = await ensureNodeObjects({ config: this.o.config, link: this.o.clients.link, dummyName: this.o.dummyName, sysctl: this.o.sysctl });
+    this.nodeErrors = errors;
+    if (created === null) return;
+    if (created && this.observed) this.observed.addresses.clear();
+    if (created && scope !== 'full') for (const a of this.index.addresses().keys()) scope.addresses.add(a);
+    this.linkMissing = false;
   }
 
   /** Recomputes the contribution of one service port key; returns what it touched. */
@@ -371,7 +337,7 @@ export class IpvsProxier {
     this.retryScope = emptyDelta();
     phase('read');
     if (scope !== 'full') this.verifier.touch(scope, this.graceful.draining.keys());
-    // The plan uses the drain counts last read (countDrainingSoon): reading them first would hold
+    // The plan uses the drain counts last read (drain.ts): reading them first would hold
     // every change back by a dump of each draining service.
     const p = this.planFor(scope);
     phase('plan');
@@ -393,7 +359,7 @@ export class IpvsProxier {
     phase('apply');
     phases.apply! -= iptablesMs;
     phases.iptables = iptablesMs;
-    this.countDrainingSoon();
+    this.drain.soon();
     if (rulesError !== null) throw rulesError;
     this.healthErrors = healthCheckErrors((await this.o.serviceHealth?.sync(this.index.healthChecks())) ?? []);
     phase('health');
@@ -410,24 +376,6 @@ export class IpvsProxier {
   }
 
   /**
-   * Counts the draining servers' connections `delayMs` from now, in the sync queue, unless a count
-   * is already due (syncs in a burst share one). Each count deletes the drained servers and, while
-   * some still drain, asks for the next one DRAIN_CHECK_INTERVAL_MS later.
-   */
-  private countDrainingSoon(delayMs = DRAIN_READ_DELAY_MS): void {
-    if (this.drainTimer || this.drainCount || this.graceful.draining.size === 0 || this.closed) return;
-    // Unref'd: a draining server never keeps --once's process alive; close() clears it.
-    this.drainTimer = setTimeout(() => {
-      this.drainTimer = null;
-      this.drainCount = this.queue.run(() => this.countDraining()).finally(() => {
-        this.drainCount = null;
-        this.countDrainingSoon(DRAIN_CHECK_INTERVAL_MS);
-      });
-    }, delayMs);
-    this.drainTimer.unref?.();
-  }
-
-  /**
    * refreshDraining (one dump per virtual server that drains), then, when a server drained or ran
    * out of time, the plan of those virtual servers alone (no iptables, no health-check work): the
    * drained ones are deleted now, not by the next sync (up to --ipvs-sync-period later).
@@ -436,18 +384,10 @@ export class IpvsProxier {
     if (this.closed || !this.observed) return;
     try {
       const counted = await refreshDraining(this.o.clients.ipvs, this.observed, this.graceful);
-      if (counted.drained > 0 || this.drainTimedOut()) await this.deleteDrained();
+      if (counted.drained > 0 || this.graceful.timedOut(this.o.config.gracefulTerminationTimeoutMs)) await this.deleteDrained();
     } catch (e) {
       this.o.logger.warn({ err: e instanceof Error ? e.message : String(e) }, "counting the draining real servers' connections failed; the next count tries again");
     }
-  }
-
-  /** True when a draining server has reached --graceful-termination-timeout. */
-  private drainTimedOut(): boolean {
-    const now = Date.now();
-    const timeout = this.o.config.gracefulTerminationTimeoutMs;
-    for (const m of this.graceful.draining.values()) for (const e of m.values()) if (now - e.since >= timeout) return true;
-    return false;
   }
 
   /** Plans and applies the virtual servers that drain (plan() always compares them), in the sync queue. */
@@ -465,7 +405,7 @@ export class IpvsProxier {
 
   /** Resolves once the draining servers' count that has started (if any) is done. */
   async drainingCounted(): Promise<void> {
-    await this.drainCount;
+    await this.drain.counted();
   }
 
   /** The plan of `scope` against the observed state, with the drain counts last read. */
@@ -536,57 +476,21 @@ export class IpvsProxier {
     this.countKernelOps(result);
   }
 
-  /** Adds what an apply (a sync's or a verification's repair) did to the kernel-op counters, and the sets' sizes. */
+  /** Adds what an apply did to the kernel-op counters (sync-metrics.ts). */
   private countKernelOps(result: ApplyResult): void {
-    const m = this.o.metrics;
-    if (!m) return;
-    const o = this.observed!;
-    const sizes = OWNED_SETS.flatMap(({ spec: { name } }) => {
-      const have = o.ipsets.get(name);
-      const maxElem = o.ipsetCapacity.get(name);
-      return have && maxElem !== undefined ? [{ set: name, entries: have.size, maxElem }] : [];
-    });
-    m.setIpsetSizes(sizes);
-    m.countKernelOps('ipvs', 'ok', result.counts.ipvsOps);
-    m.countKernelOps('ipset', 'ok', result.counts.ipsetEntries);
-    m.countKernelOps('address', 'ok', result.counts.addresses);
-    if (result.errors.length) m.countKernelOps('any', 'error', result.errors.length);
-    if (result.drift.length) m.countKernelOps('any', 'drift', result.drift.length);
+    if (this.o.metrics) countKernelOps(this.o.metrics, this.observed!, result);
   }
 
-  /**
-   * kube-proxy's IPVS-mode chains, per family (no ip6tables work on a node that never had IPv6
-   * services, like kube-proxy's per-family proxiers). The rules depend on the configuration (all
-   * ipvsModeRules reads of the context), the sets that have entries and the load-balancer entries
-   * the node may not reach: while those stay the same, the last spec is returned as the same object
-   * (the keeper hashes each spec once).
-   */
+  /** The iptables rules of each family (family-rules.ts). */
   private async rules(): Promise<FamilyRules[]> {
-    const drivers = await this.iptablesDrivers;
-    const nonEmpty = new Set(this.index.allSets().filter((s) => this.index.ipsetEntries(s).size > 0));
-    const hasIpv6 = this.index.counts().ipv6VirtualServers > 0;
-    const out: FamilyRules[] = [];
-    for (const [family, ipt] of Object.entries(drivers) as Array<['ipv4' | 'ipv6', Iptables | null]>) {
-      if (!ipt || (family === 'ipv6' && !hasIpv6 && !this.iptables.has('ipv6'))) continue;
-      const entries = (base: (typeof SET)[keyof typeof SET]) => this.index.ipsetEntries(setName(base, family)).keys();
-      const noNodeAccess = lbNoNodeAccess(entries(SET.LOAD_BALANCER_FW), entries(SET.LOAD_BALANCER_SOURCE_IP));
-      const inputs = `${[...nonEmpty].sort().join()} ${noNodeAccess.join()} ${this.index.redirectVersion}`;
-      let last = this.lastRules.get(family);
-      if (last?.inputs !== inputs) {
-        const spec = ipvsModeRules(this.context(), family, nonEmpty, noNodeAccess, this.index.redirects(family));
-        this.lastRules.set(family, (last = { inputs, spec }));
-      }
-      out.push({ family, ipt, spec: last.spec });
-    }
-    return out;
+    return this.familyRules.build(await this.iptablesDrivers, () => this.context(), (family) => this.iptables.has(family));
   }
 
   /** Closes the sockets; with a state directory, first leaves what is programmed for the next daemon (handoff.ts). */
   close(): void {
     if (this.o.stateDir && this.whole && this.observed && !this.closed) writeHandoff(this.o.stateDir, this.observed);
     this.closed = true;
-    if (this.drainTimer) clearTimeout(this.drainTimer);
-    this.drainTimer = null;
+    this.drain.stop();
     const c = this.o.clients;
     c.ipvs.close();
     c.ipset.close();

@@ -1,0 +1,51 @@
+// The node-level objects the IPVS proxier keeps: the IPVS timeouts, the sysctls, the dummy link,
+// and the node addresses NodePorts listen on.
+import type { Config } from '../../config.js';
+import type { IpvsClient } from '../../kernel/ipvs/client.js';
+import type { LinkClient } from '../../kernel/link.js';
+import { inCidr } from '../../model/ip.js';
+import type { ObjectError } from '../../model/service.js';
+import { applySysctls, conntrackSysctls, ipvsSysctls } from './sysctl.js';
+import type { NodeAddresses } from './verify.js';
+
+/** The local addresses NodePorts listen on: those in the --nodeport-addresses CIDRs, the Node object's (`primary`), or all. */
+export function nodePortAddresses(local: string[], wanted: Config['nodePortAddresses'], nodeIPs: () => readonly string[]): string[] {
+  if (wanted.length === 0) return local;
+  if (wanted[0] === 'primary') {
+    const ips = nodeIPs();
+    return local.filter((a) => ips.includes(a));
+  }
+  return local.filter((a) => wanted.some((c) => inCidr(a, c)));
+}
+
+/** The node's addresses but `dummyName`'s, and those NodePorts listen on. */
+export async function readNodeAddresses(link: LinkClient, dummyName: string, wanted: Config['nodePortAddresses'], nodeIPs: () => readonly string[]): Promise<NodeAddresses> {
+  const local = (await link.localAddresses({ exclude: [dummyName] })).map((a) => a.address);
+  return { nodePort: nodePortAddresses(local, wanted, nodeIPs), local };
+}
+
+/** Sets the configured IPVS timeouts; 0 leaves a timeout as it is, and nothing is written when the wanted ones are there. */
+export async function setIpvsTimeouts(ipvs: IpvsClient, t: Config['ipvs']): Promise<void> {
+  if (!t.tcpTimeoutMs && !t.tcpFinTimeoutMs && !t.udpTimeoutMs) return;
+  const s = (ms: number) => Math.round(ms / 1000);
+  const want = { tcp: s(t.tcpTimeoutMs), tcpFin: s(t.tcpFinTimeoutMs), udp: s(t.udpTimeoutMs) };
+  const have = await ipvs.getTimeouts();
+  if ((Object.keys(want) as Array<keyof typeof want>).some((k) => want[k] !== 0 && want[k] !== have[k])) await ipvs.setTimeouts(want);
+}
+
+/**
+ * Writes the sysctls (only those that differ) and ensures the dummy link. `created`: the link was
+ * re-created (it has no addresses), null when it could not be ensured; `errors` names what failed.
+ */
+export async function ensureNodeObjects(o: { config: Config; link: LinkClient; dummyName: string; sysctl?: typeof applySysctls }): Promise<{ created: boolean | null; errors: ObjectError[] }> {
+  const { config } = o;
+  const failed = (o.sysctl ?? applySysctls)([...ipvsSysctls({ strictARP: config.ipvs.strictARP }), ...conntrackSysctls(config.conntrack)]);
+  const errors: ObjectError[] = failed.map((f) => ({ object: `sysctl ${f.key}`, reason: `cannot set ${f.key}=${f.value}: ${f.error}` }));
+  try {
+    const { created } = await o.link.ensureDummy(o.dummyName);
+    return { created, errors };
+  } catch (e) {
+    errors.push({ object: `link ${o.dummyName}`, reason: e instanceof Error ? e.message : String(e) });
+    return { created: null, errors };
+  }
+}
