@@ -3,7 +3,9 @@ import { describe, expect, it } from 'vitest';
 import { type EndpointSlice, type Service } from '../../src/model/k8s.js';
 import { endpointSliceSchema, nodeSchema, serviceSchema } from '../../src/model/k8s-schemas.js';
 import { native } from '../../src/native/binding.js';
-import { ChangeTracker, endpointsForService, servicePortsOf, sliceErrors } from '../../src/proxy/changetracker.js';
+import { ChangeTracker } from '../../src/proxy/changetracker.js';
+import { servicePortsOf } from '../../src/proxy/service-ports.js';
+import { endpointsForService, sliceErrors } from '../../src/proxy/slice-endpoints.js';
 
 const NODE = 'node-a';
 
