@@ -14,7 +14,7 @@ import type { IpvsClient } from '../../kernel/ipvs/client.js';
 import { defaultIsOwned, planRestore, type Iptables, type TableSpec } from '../../kernel/iptables.js';
 import { DEFAULT_DUMMY_LINK, type LinkClient } from '../../kernel/link.js';
 import type { Logger } from '../../log.js';
-import { familyOf, inCidr, type Family } from '../../model/ip.js';
+import { familyOf, type Family } from '../../model/ip.js';
 import type { ServicePortInfo } from '../../model/service.js';
 import type { ProxyHealth } from '../../server/health.js';
 import type { ProxyMetrics } from '../../server/metrics.js';
@@ -25,12 +25,15 @@ import { ChangeTracker } from '../changetracker.js';
 import { nodeZone } from '../topology.js';
 import { ErrorReporter, EVENT_REASON, healthCheckErrors, trackerHandler } from '../handler.js';
 import { formatCidr, parseCidr } from '../ipvs/desired-net.js';
+import { nodePortAddresses } from '../ipvs/node.js';
 import { masqueradeMark } from '../ipvs/rules.js';
 import { applySysctls, conntrackSysctls } from '../ipvs/sysctl.js';
 import { UdpConntrack, type ConntrackRunner } from '../conntrack.js';
-import { removeIpvsLeftovers, removeStaleJumps } from './leftovers.js';
-import { partialSections } from './restore.js';
-import { fixedChains, iptablesModeSpecs, LARGE_CLUSTER_ENDPOINTS, serviceRules, type RulesContext, type ServiceRules } from './rules.js';
+import { cleanIdleFamily, syncFamilyFull, syncFamilyPartial, type FamilyState, type FamilySyncReport } from './family.js';
+import { removeIpvsLeftovers } from './leftovers.js';
+import { iptablesModeSpecs, LARGE_CLUSTER_ENDPOINTS, serviceRules, type RulesContext, type ServiceRules } from './rules.js';
+
+export type { FamilySyncReport };
 
 /** The kernel clients the iptables proxier works with. */
 export interface IptablesProxierClients {
@@ -77,15 +80,6 @@ function readTcpBeLiberal(): boolean | null {
   }
 }
 
-/** What one family's part of a sync did. */
-export interface FamilySyncReport {
-  /** Rules and chains written (a full sync leaves the chains that read back unchanged). */
-  rules: number;
-  chains: number;
-  /** Service chains deleted (partial syncs only; a full sync deletes through the driver). */
-  deleted: number;
-}
-
 /** What one sync did. */
 export interface IptablesSyncReport {
   full: boolean;
@@ -95,20 +89,6 @@ export interface IptablesSyncReport {
   errors: number;
   /** Milliseconds spent per phase (prepare, rules, ipv4, ipv6, leftovers, health). */
   phases: Record<string, number>;
-}
-
-/** One family's rules and what the kernel holds of them. */
-interface FamilyState {
-  family: Family;
-  ipt: Iptables;
-  rules: Map<string, ServiceRules>;
-  /** Service chains per port key as last restored; a partial sync deletes the ones gone. */
-  written: Map<string, string[]>;
-  /** Port keys whose rules changed since they were last restored. */
-  dirty: Set<string>;
-  /** A full sync of this family succeeded (after that, only partial syncs until the period ends). */
-  synced: boolean;
-  largeCluster: boolean;
 }
 
 const FAMILIES: readonly Family[] = ['ipv4', 'ipv6'];
@@ -167,10 +147,7 @@ export class IptablesProxier {
     const { config } = this.o;
     const local = (await this.o.clients.link.localAddresses({ exclude: [this.o.dummyName ?? DEFAULT_DUMMY_LINK] })).map((a) => a.address);
     const nodeObject = this.tracker.state().node?.addresses.filter((a) => familyOf(a) !== null) ?? [];
-    const wanted = config.nodePortAddresses;
-    if (wanted.length === 0) this.nodePortAddresses = local;
-    else if (wanted[0] === 'primary') this.nodePortAddresses = local.filter((a) => nodeObject.includes(a));
-    else this.nodePortAddresses = local.filter((a) => wanted.some((c) => inCidr(a, c)));
+    this.nodePortAddresses = nodePortAddresses(local, config.nodePortAddresses, () => nodeObject);
     const primary = [...(config.bindAddress !== undefined ? [config.bindAddress] : []), ...nodeObject];
     this.nodeIPs = primary.length > 0 ? primary : local;
   }
@@ -273,10 +250,10 @@ export class IptablesProxier {
     try {
       for (const fs of this.families.values()) {
         if (idle(fs)) {
-          if (!this.leftoversDone) await this.cleanIdleFamily(fs);
+          if (!this.leftoversDone) await cleanIdleFamily(fs, this.o.logger);
           continue;
         }
-        families[fs.family] = fullFamilies.has(fs.family) ? await this.syncFull(fs) : await this.syncPartial(fs);
+        families[fs.family] = fullFamilies.has(fs.family) ? await syncFamilyFull(fs, this.specs(fs), !this.leftoversDone, this.o.logger) : await syncFamilyPartial(fs, this.context(fs), this.ordered(fs));
         phase(fs.family);
       }
     } catch (e) {
@@ -308,63 +285,6 @@ export class IptablesProxier {
 
   private specs(fs: FamilyState): TableSpec[] {
     return iptablesModeSpecs(this.context(fs), this.ordered(fs));
-  }
-
-  /** Full sync of one family through the driver: owned chains made exactly the desired ones. */
-  private async syncFull(fs: FamilyState): Promise<FamilySyncReport> {
-    const specs = this.specs(fs);
-    const plans = await fs.ipt.sync(specs);
-    fs.written = new Map([...fs.rules].map(([k, r]) => [k, r.chains.map((c) => c.name)]));
-    fs.dirty.clear();
-    fs.synced = true;
-    // Switching from another mode (its chains were just deleted): its jumps into shared chains.
-    if (!this.leftoversDone && plans.some((p) => p.deletedChains.length > 0)) {
-      const stale = await removeStaleJumps(fs.ipt, specs).catch((e: Error) => {
-        this.o.logger.warn({ family: fs.family, err: e.message }, 'cannot remove stale jumps');
-        return [];
-      });
-      if (stale.length > 0) this.o.logger.info({ family: fs.family, rules: stale }, 'removed jumps left by another proxy mode');
-    }
-    const written = plans.flatMap((p) => p.written);
-    return {
-      rules: written.reduce((n, c) => n + c.rules.length, 0),
-      chains: written.length,
-      deleted: plans.reduce((n, p) => n + p.deletedChains.length, 0),
-    };
-  }
-
-  /** Partial sync of one family: fixed chains plus the dirty services' chains, one restore. */
-  private async syncPartial(fs: FamilyState): Promise<FamilySyncReport> {
-    const fixed = fixedChains(this.context(fs), this.ordered(fs));
-    const changed = [];
-    const deleted: string[] = [];
-    for (const key of fs.dirty) {
-      const chains = fs.rules.get(key)?.chains ?? [];
-      const names = new Set(chains.map((c) => c.name));
-      changed.push(...chains);
-      for (const old of fs.written.get(key) ?? []) if (!names.has(old)) deleted.push(old);
-    }
-    await fs.ipt.rewrite(partialSections({ fixed, changed, deleted }));
-    for (const key of fs.dirty) {
-      const r = fs.rules.get(key);
-      if (r) fs.written.set(key, r.chains.map((c) => c.name));
-      else fs.written.delete(key);
-    }
-    fs.dirty.clear();
-    const all = [...fixed.filter, ...fixed.nat, ...changed];
-    return { rules: all.reduce((n, c) => n + c.rules.length, 0), chains: all.length, deleted: deleted.length };
-  }
-
-  /** A family without services (IPv6 on a single-stack node): removes what another mode left there. */
-  private async cleanIdleFamily(fs: FamilyState): Promise<void> {
-    try {
-      const owned = await fs.ipt.saveOwned();
-      if (owned.nat.length + owned.filter.length === 0) return;
-      const plans = await fs.ipt.cleanup();
-      this.o.logger.info({ family: fs.family, chains: plans.reduce((n, p) => n + p.deletedChains.length, 0) }, 'removed chains left by another proxy mode');
-    } catch (e) {
-      this.o.logger.warn({ family: fs.family, err: (e as Error).message }, 'cannot read or clean the idle family\'s tables');
-    }
   }
 
   /** Once, after the first successful sync: the IPVS mode's virtual servers, ipsets (and the mangle chains that match them) and dummy link. */
