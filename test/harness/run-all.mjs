@@ -6,8 +6,10 @@
 // First it builds the pinned etcd, Kubernetes and Helm binaries that are not in the cache yet.
 // Usage: npm test -- [--only unit,netns,uml] [vitest args and file filters...]
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { mkdirSync, readFileSync, readdirSync, readlinkSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { basename, dirname, join, resolve } from 'node:path';
+import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { ensureTools } from '../tools/build.mjs';
 import { findUmlKernel, runInUml } from './uml.mjs';
@@ -15,6 +17,8 @@ import { findUmlKernel, runInUml } from './uml.mjs';
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const VITEST = join(ROOT, 'node_modules/vitest/vitest.mjs');
 const RESULTS = join(ROOT, '.test-results');
+/** This run's report of a phase (or shard); a finished phase's is then kept as <phase>.json. */
+const report = (name) => join(RESULTS, `${name}.${process.pid}.json`);
 const PHASES = ['unit', 'netns', 'uml'];
 const UML_TIMEOUT_MS = Number(process.env.KIP_UML_TIMEOUT_S ?? 40 * 60) * 1000;
 
@@ -56,10 +60,59 @@ function hasFilter(passthrough) {
   });
 }
 
-/** The vitest argv for one project, with the json reporter writing to .test-results/<phase>.json. */
-function vitestArgs(phase, passthrough) {
+/** The vitest argv for one project, with the json reporter writing to .test-results/<report>.json. */
+function vitestArgs(phase, passthrough, name = phase) {
   return [VITEST, 'run', '--project', phase, ...(hasFilter(passthrough) ? ['--passWithNoTests'] : []),
-    '--reporter=default', '--reporter=json', `--outputFile.json=${join(RESULTS, `${phase}.json`)}`, ...passthrough];
+    '--reporter=default', '--reporter=json', `--outputFile.json=${report(name)}`, ...passthrough];
+}
+
+/** Seconds the longest UML files take, for a checkout without an earlier run; others count UML_FILE_S. */
+const UML_HEAVY_S = { 'cluster.test.ts': 400, 'kube-proxy-parity.test.ts': 200, 'kube-proxy-parity-changes.test.ts': 150, 'faults.test.ts': 145 };
+const UML_FILE_S = 35;
+
+/**
+ * The UML test files in `n` groups of about equal run time, one UML boot each (UML has one CPU):
+ * weighted by the last run's durations (.test-results/uml.json), else by UML_HEAVY_S.
+ */
+function umlShards(n, files) {
+  const last = new Map();
+  try {
+    for (const r of JSON.parse(readFileSync(join(RESULTS, 'uml.json'), 'utf8')).testResults ?? []) last.set(basename(r.name), (r.endTime - r.startTime) / 1000);
+  } catch { /* no earlier run */ }
+  const shards = Array.from({ length: n }, () => ({ files: [], weight: 0 }));
+  for (const [f, w] of files.map((f) => [f, last.get(f) ?? UML_HEAVY_S[f] ?? UML_FILE_S]).sort((a, b) => b[1] - a[1])) {
+    const lightest = shards.reduce((a, b) => (b.weight < a.weight ? b : a));
+    lightest.files.push(`test/kernel/uml/${f}`);
+    lightest.weight += w;
+  }
+  return shards.filter((sh) => sh.files.length > 0).map((sh) => sh.files.sort());
+}
+
+/** One report from the shards' reports: their tests and counts summed. */
+function mergeReports(names, into) {
+  const reports = names.map((n) => JSON.parse(readFileSync(report(n), 'utf8')));
+  for (const n of names) rmSync(report(n));
+  const merged = { ...reports[0], testResults: reports.flatMap((r) => r.testResults ?? []) };
+  for (const k of Object.keys(reports[0]).filter((k) => /^num/.test(k))) merged[k] = reports.reduce((a, r) => a + (r[k] ?? 0), 0);
+  merged.success = reports.every((r) => r.success);
+  writeFileSync(report(into), JSON.stringify(merged));
+}
+
+/** A stream that writes each line of what it gets to stdout behind `prefix`. */
+function prefixed(prefix) {
+  let partial = '';
+  return new Writable({
+    write(chunk, _enc, done) {
+      const lines = (partial + chunk.toString()).split('\n');
+      partial = lines.pop();
+      if (lines.length) process.stdout.write(lines.map((l) => `${prefix}${l}\n`).join(''));
+      done();
+    },
+    final(done) {
+      if (partial) process.stdout.write(`${prefix}${partial}\n`);
+      done();
+    },
+  });
 }
 
 /** Runs a program with inherited stdio; resolves to its exit code (or 128+signal, or 127 if it cannot start). */
@@ -92,23 +145,39 @@ const runners = {
 
   async uml(passthrough) {
     if (!findUmlKernel()) throw new Error(`${process.env.KIP_UML_KERNEL || "linux.uml"} not found: the uml phase needs the Debian package user-mode-linux`);
-    // 2G: the control-plane tests run etcd, kube-apiserver and kube-controller-manager in the same boot.
-    const r = await runInUml({ command: [process.execPath, ...vitestArgs('uml', passthrough)], cwd: ROOT, timeoutMs: UML_TIMEOUT_MS, mem: '2G' });
-    process.stdout.write(`[uml] boot ${(r.bootMs / 1000).toFixed(1)} s, total ${(r.totalMs / 1000).toFixed(1)} s\n`);
-    if (r.timedOut) throw new Error(`UML timed out after ${UML_TIMEOUT_MS / 1000} s (KIP_UML_TIMEOUT_S)`);
-    return r.code;
+    // One boot per CPU (KIP_UML_BOOTS), each with its share of the files: all of them, or the
+    // UML test files named (any other filter: one boot).
+    const named = passthrough.filter((a) => /^test\/kernel\/uml\/[\w.-]+\.test\.ts$/.test(a));
+    const options = passthrough.filter((a) => !named.includes(a));
+    const files = named.length ? named.map((f) => basename(f)) : readdirSync(join(ROOT, 'test/kernel/uml')).filter((f) => f.endsWith('.test.ts'));
+    const boots = hasFilter(options) ? 1 : Math.min(files.length, Number(process.env.KIP_UML_BOOTS ?? Math.min(2, availableParallelism())));
+    const shards = boots > 1 ? umlShards(boots, files.sort()) : [[]];
+    const names = shards.map((_, k) => (shards.length > 1 ? `uml-${k + 1}` : 'uml'));
+    const results = await Promise.all(shards.map(async (files, k) => {
+      const tag = shards.length > 1 ? `[uml ${k + 1}] ` : '';
+      const output = shards.length > 1 ? prefixed(tag) : process.stdout;
+      // 2G: the control-plane tests run etcd, kube-apiserver and kube-controller-manager in the same boot.
+      const r = await runInUml({ command: [process.execPath, ...vitestArgs('uml', files.length ? [...options, ...files] : passthrough, names[k])], cwd: ROOT, timeoutMs: UML_TIMEOUT_MS, mem: '2G', output });
+      output.end?.();
+      process.stdout.write(`[uml${shards.length > 1 ? ` ${k + 1}` : ''}] ${files.length ? `${files.length} files, ` : ''}boot ${(r.bootMs / 1000).toFixed(1)} s, total ${(r.totalMs / 1000).toFixed(1)} s\n`);
+      return r;
+    }));
+    if (results.some((r) => r.timedOut)) throw new Error(`UML timed out after ${UML_TIMEOUT_MS / 1000} s (KIP_UML_TIMEOUT_S)`);
+    if (shards.length > 1) mergeReports(names, 'uml');
+    return results.find((r) => r.code !== 0)?.code ?? 0;
   },
 };
 
 /** Reads a phase's json report into counts; file-level errors (a suite that failed with no failing test) count as failed. */
 function readCounts(phase) {
-  const report = JSON.parse(readFileSync(join(RESULTS, `${phase}.json`), 'utf8'));
-  const fileErrors = (report.testResults ?? []).filter((f) => f.status === 'failed'
+  const r = JSON.parse(readFileSync(report(phase), 'utf8'));
+  renameSync(report(phase), join(RESULTS, `${phase}.json`));
+  const fileErrors = (r.testResults ?? []).filter((f) => f.status === 'failed'
     && !(f.assertionResults ?? []).some((t) => t.status === 'failed')).length;
   return {
-    passed: report.numPassedTests ?? 0,
-    failed: (report.numFailedTests ?? 0) + fileErrors,
-    skipped: (report.numPendingTests ?? 0) + (report.numTodoTests ?? 0),
+    passed: r.numPassedTests ?? 0,
+    failed: (r.numFailedTests ?? 0) + fileErrors,
+    skipped: (r.numPendingTests ?? 0) + (r.numTodoTests ?? 0),
     fileErrors,
   };
 }
@@ -120,7 +189,6 @@ ensureTools(undefined, (line) => process.stdout.write(`[tools] ${line}\n`));
 const summary = [];
 for (const phase of only) {
   process.stdout.write(`\n=== ${phase} ===\n`);
-  rmSync(join(RESULTS, `${phase}.json`), { force: true });
   const started = Date.now();
   let code;
   let error = null;
