@@ -7,6 +7,7 @@
         "native/codec.cc",
         "native/columns.cc",
         "native/constants.cc",
+        "native/errors.cc",
         "native/schemas.cc",
         "native/schemas_genl.cc",
         "native/schemas_ipset.cc",

@@ -9,6 +9,7 @@
 
 #include "codec.h"
 #include "constants.h"
+#include "errors.h"
 #include "socket.h"
 #include "table.h"
 

@@ -1,7 +1,7 @@
+// JS objects ⇄ netlink messages (codec.h), driven only by the schema tables.
 #include "codec.h"
 
 #include <arpa/inet.h>
-#include <linux/netfilter/ipset/ip_set.h>
 #include <linux/netlink.h>
 
 #include <algorithm>
@@ -9,6 +9,8 @@
 #include <cstring>
 #include <string>
 #include <unordered_map>
+
+#include "errors.h"
 
 namespace kip {
 namespace {
@@ -375,38 +377,6 @@ Napi::Object decodeMessage(Napi::Env env, const RootSchema& root, const uint8_t*
   return out;
 }
 
-ErrorInfo parseError(const Message& m) {
-  ErrorInfo info;
-  if (m.payloadLen < sizeof(nlmsgerr)) throw CodecError("truncated NLMSG_ERROR");
-  nlmsgerr e;
-  std::memcpy(&e, m.payload, sizeof e);
-  info.err = -e.error;
-  // NOTE: ipset's call_ad() (net/netfilter/ipset/ip_set_core.c) builds its own NLMSG_ERROR,
-  // ignoring NETLINK_CAP_ACK: the whole request, with the failing entry's LINENO written in.
-  size_t echoed = m.payloadLen - offsetof(nlmsgerr, msg);
-  if (!(m.hdr.nlmsg_flags & NLM_F_CAPPED) && e.msg.nlmsg_len > NLMSG_HDRLEN && e.msg.nlmsg_len <= echoed) {
-    info.echo = m.payload + offsetof(nlmsgerr, msg);
-    info.echoLen = e.msg.nlmsg_len;
-  }
-  if (!(m.hdr.nlmsg_flags & NLM_F_ACK_TLVS)) return info;
-  size_t off = sizeof(nlmsgerr);
-  if (!(m.hdr.nlmsg_flags & NLM_F_CAPPED)) off += e.msg.nlmsg_len >= NLMSG_HDRLEN ? e.msg.nlmsg_len - NLMSG_HDRLEN : 0;
-  off = align4(off);
-  if (off > m.payloadLen) throw CodecError("NLMSG_ERROR TLVs out of bounds");
-  AttrReader r(m.payload + off, m.payloadLen - off);
-  Attr a;
-  while (r.next(a)) {
-    if (a.type == NLMSGERR_ATTR_MSG)
-      info.extAck.assign(reinterpret_cast<const char*>(a.data), strnlen(reinterpret_cast<const char*>(a.data), a.len));
-    else if (a.type == NLMSGERR_ATTR_OFFS && a.len == 4) {
-      uint32_t o;
-      std::memcpy(&o, a.data, 4);
-      info.extAckOffset = o;
-    }
-  }
-  return info;
-}
-
 Napi::Array decodeStream(Napi::Env env, const RootSchema& root, const uint8_t* p, size_t len) {
   Napi::Array arr = Napi::Array::New(env);
   MessageReader r(p, len);
@@ -436,39 +406,6 @@ Napi::Array decodeStream(Napi::Env env, const RootSchema& root, const uint8_t* p
     arr.Set(i++, decodeMessage(env, root, start, m.hdr.nlmsg_len));
   }
   return arr;
-}
-
-std::string errnoName(int err) {
-  if (err == 0) return "OK";
-  switch (err) {
-#define IPSET_NAME(x) \
-  case x: return #x;
-    IPSET_NAME(IPSET_ERR_PROTOCOL)
-    IPSET_NAME(IPSET_ERR_FIND_TYPE)
-    IPSET_NAME(IPSET_ERR_MAX_SETS)
-    IPSET_NAME(IPSET_ERR_BUSY)
-    IPSET_NAME(IPSET_ERR_EXIST_SETNAME2)
-    IPSET_NAME(IPSET_ERR_TYPE_MISMATCH)
-    IPSET_NAME(IPSET_ERR_EXIST)
-    IPSET_NAME(IPSET_ERR_INVALID_CIDR)
-    IPSET_NAME(IPSET_ERR_INVALID_NETMASK)
-    IPSET_NAME(IPSET_ERR_INVALID_FAMILY)
-    IPSET_NAME(IPSET_ERR_TIMEOUT)
-    IPSET_NAME(IPSET_ERR_REFERENCED)
-    IPSET_NAME(IPSET_ERR_IPADDR_IPV4)
-    IPSET_NAME(IPSET_ERR_IPADDR_IPV6)
-    IPSET_NAME(IPSET_ERR_COUNTER)
-    IPSET_NAME(IPSET_ERR_COMMENT)
-    IPSET_NAME(IPSET_ERR_INVALID_MARKMASK)
-    IPSET_NAME(IPSET_ERR_SKBINFO)
-#undef IPSET_NAME
-    default: break;
-  }
-  // Set-type-specific codes overlap between types; the TS ipset layer names them with the set's type.
-  if (err >= IPSET_ERR_TYPE_SPECIFIC) return "IPSET_ERR_TYPE_SPECIFIC_" + std::to_string(err - IPSET_ERR_TYPE_SPECIFIC);
-  if (err >= IPSET_ERR_PRIVATE) return "IPSET_ERR_" + std::to_string(err);
-  const char* n = strerrorname_np(err);
-  return n ? n : "E" + std::to_string(err);
 }
 
 }  // namespace kip

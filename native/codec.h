@@ -80,18 +80,4 @@ Napi::Object decodeMessage(Napi::Env env, const RootSchema& root, const uint8_t*
 // Decodes a datagram (one or more messages, including NLMSG_ERROR / NLMSG_DONE) to an array.
 Napi::Array decodeStream(Napi::Env env, const RootSchema& root, const uint8_t* p, size_t len);
 
-// Parsed NLMSG_ERROR payload: errno (0 = ack) and the kernel's extended-ack text, if any.
-struct ErrorInfo {
-  int err = 0;
-  std::string extAck;
-  int64_t extAckOffset = -1;
-  // The request echoed in full (only when not NLM_F_CAPPED, e.g. ipset's call_ad() errors).
-  const uint8_t* echo = nullptr;
-  size_t echoLen = 0;
-};
-ErrorInfo parseError(const Message& m);
-
-// The symbolic name for an errno, including ipset's private codes (>= 4096).
-std::string errnoName(int err);
-
 }  // namespace kip

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "codec.h"
+#include "errors.h"
 
 namespace kip {
 namespace {
