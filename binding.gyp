@@ -8,6 +8,8 @@
         "native/columns.cc",
         "native/constants.cc",
         "native/errors.cc",
+        "native/js_common.cc",
+        "native/js_socket.cc",
         "native/schemas.cc",
         "native/schemas_genl.cc",
         "native/schemas_ipset.cc",
