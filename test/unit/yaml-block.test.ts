@@ -9,7 +9,8 @@ import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 
 import { stripUnread, UNREAD_VALUES } from '../../src/source/manifest-parse.js';
-import { plainScalar, readBlockYaml, UNSUPPORTED } from '../../src/source/yaml-block.js';
+import { readBlockYaml, UNSUPPORTED } from '../../src/source/yaml-block.js';
+import { plainScalar } from '../../src/source/yaml-scalar.js';
 
 /** Key order, types, -0 and NaN all visible. */
 function canon(v: unknown): string {
