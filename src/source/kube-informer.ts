@@ -295,6 +295,7 @@ export class Informer {
         break;
       }
       case 'BOOKMARK':
+        this.#opts.logger?.debug({ path: this.#opts.path, resourceVersion: version }, 'kubernetes: bookmark');
         break;
       case 'ERROR': {
         const s = obj as { code?: unknown; message?: unknown };
