@@ -6,7 +6,7 @@
 // while draining gets its weight back instead of being deleted and re-added.
 import type { IpvsClient } from '../../kernel/ipvs/client.js';
 import { destinationId, observedDestination, type DestinationStatus, type Protocol } from '../../kernel/ipvs/types.js';
-import { sameDestination } from './desired-index.js';
+import { sameDestination } from './desired-compare.js';
 import type { DestinationId, ObservedState, VirtualServerId } from './types.js';
 
 /** One draining real server. Times are milliseconds of the clock plan() is given. */

@@ -8,7 +8,7 @@
 // daemon ran) costs time, never correctness. Reading the record removes it: a daemon that dies
 // without writing a new one leaves none behind.
 import type { Destination, VirtualService } from '../../kernel/ipvs/types.js';
-import { flagSlots } from './desired-index.js';
+import { flagSlots } from './desired-compare.js';
 import { readStateFile, writeStateFile } from '../../state-dir.js';
 import type { ObservedState, VirtualServerId } from './types.js';
 

@@ -6,7 +6,8 @@ import type { IpsetSetSpec } from '../../kernel/ipset/types.js';
 import { inCidr } from '../../model/ip.js';
 import type { GracefulState } from './graceful.js';
 import { growName, MIN_MAXELEM, mustGrow, sizedSpec } from './ipsets.js';
-import { sameDestination, sameService, type DesiredDelta, type DesiredIndex } from './desired-index.js';
+import { sameDestination, sameService } from './desired-compare.js';
+import type { DesiredDelta, DesiredIndex } from './desired-index.js';
 import type { DestinationId, ObservedState, OwnedSet, VirtualServerId } from './types.js';
 
 /** Inputs of plan() besides the states. Times in milliseconds. */
