@@ -1,10 +1,9 @@
 // apply(plan): one batched call per client and kind, results folded back into the observed
 // state. The only place where idempotency is decided: EEXIST on add and "not found" on delete
 // are successes; everything else is an error naming its object, and the rest still applies.
+// The IPVS ops are apply-ipvs.ts's; the sets and addresses are here.
 import { NetlinkError, isExist, isNotFound } from '../../kernel/errors.js';
-import { opObject, type IpvsOp, type IpvsResult } from '../../kernel/ipvs/client.js';
-import { bitsToFlags, flagsToBits } from '../../kernel/ipvs/codec.js';
-import { destinationId, serviceId, type Destination, type ServiceKey, type VirtualService } from '../../kernel/ipvs/types.js';
+import { IpvsApplier, type ApplyLog } from './apply-ipvs.js';
 import { classify } from './errors.js';
 import { emptyDelta, type DesiredDelta } from './desired-index.js';
 import type { KernelClients } from './observe.js';
@@ -60,35 +59,8 @@ export interface ApplyResult {
  */
 export const BATCH_SIZE = 4096;
 
-/**
- * What a failed op proves the kernel lacks of what observed holds (null: nothing): the service for
- * ESRCH on any op but a service's add (the fold first takes the ESRCH of a real server whose
- * service's add failed in the same plan as that failure's consequence), the real server for
- * ENOENT on its update.
- */
-function missing(op: IpvsOp, e: Error): 'service' | 'destination' | null {
-  if (!(e instanceof NetlinkError)) return null;
-  if (e.code === 'ESRCH' && op.kind !== 'addService') return 'service';
-  if (e.code === 'ENOENT' && op.kind === 'updateDestination') return 'destination';
-  return null;
-}
-
-type ObservedDest = Destination & { activeConns?: number; inactiveConns?: number };
-
-/** A service as the kernel reports it back: flags named after its scheduler, pe null when none. */
-function asReported(s: VirtualService): VirtualService {
-  const { family, protocol, address, port, fwmark, scheduler, timeout, netmask } = s;
-  return { family, protocol, address, port, fwmark, scheduler, flags: bitsToFlags(flagsToBits(s.flags), scheduler), timeout, netmask, pe: s.pe || null };
-}
-
-// Literals, not `{ ...d, activeConns }`: V8 gives every object built by a spread plus new
-// properties a map of its own (~300 bytes per real server or virtual server kept).
-function observedDest(d: Destination, activeConns: number, inactiveConns: number): ObservedDest {
-  return { address: d.address, port: d.port, forward: d.forward, weight: d.weight, upperThreshold: d.upperThreshold, lowerThreshold: d.lowerThreshold, activeConns, inactiveConns };
-}
-
-/** Applies one plan; see the file comment. */
-class Applier {
+/** Applies one plan's sets and addresses, and keeps the record the IPVS part adds to. */
+class Applier implements ApplyLog {
   readonly errors: ApplyResult['errors'] = [];
   readonly counts: ApplyCounts = { ipvsOps: 0, ipvsCalls: 0, ipsetEntries: 0, ipsetCalls: 0, addresses: 0, linkCalls: 0, followUps: 0 };
   readonly retryScope = emptyDelta();
@@ -255,150 +227,6 @@ class Applier {
     this.linkMissing = true;
     this.observed.addresses.clear();
   }
-
-  /** The service of the last op marked and its id: a plan's ops come grouped by service. */
-  private markedService: ServiceKey | null = null;
-  private markedId = '';
-
-  /** Folds an acknowledged op into the observed state. */
-  private mark(op: IpvsOp): void {
-    const vs = this.observed.virtualServers;
-    if (op.service !== this.markedService) [this.markedService, this.markedId] = [op.service, serviceId(op.service)];
-    const id = this.markedId;
-    const o = vs.get(id);
-    switch (op.kind) {
-      case 'addService':
-      case 'updateService':
-        if (o) o.service = asReported(op.service);
-        else vs.set(id, { service: asReported(op.service), destinations: new Map() });
-        return;
-      case 'deleteService':
-        vs.delete(id);
-        return;
-      case 'deleteDestination':
-        o?.destinations.delete(destinationId(op.destination));
-        return;
-      default: {
-        const did = destinationId(op.destination);
-        const prev = o?.destinations.get(did);
-        // Without connection counts to carry, the acknowledged object itself is kept: it is the
-        // desired state's own (one object per real server, not two; neither side mutates it).
-        const conns = (prev?.activeConns ?? 0) + (prev?.inactiveConns ?? 0) > 0;
-        o?.destinations.set(did, conns ? observedDest(op.destination, prev!.activeConns ?? 0, prev!.inactiveConns ?? 0) : op.destination);
-      }
-    }
-  }
-
-  /**
-   * Compares the op's virtual server again on the retry, after dropping from observed what the
-   * error proves missing (missing()).
-   */
-  private repair(op: IpvsOp, e: Error): void {
-    const id = serviceId(op.service);
-    this.retryScope.virtualServers.add(id);
-    const gone = missing(op, e);
-    if (gone === 'service') this.observed.virtualServers.delete(id);
-    else if (gone === 'destination' && op.kind === 'updateDestination') this.observed.virtualServers.get(id)?.destinations.delete(destinationId(op.destination));
-  }
-
-  /** A failed IPVS op: drift (observed repaired, retried, not an error) or an error (reported; repaired unless refused). */
-  private failed(op: IpvsOp, e: Error): void {
-    if (missing(op, e) !== null) {
-      this.drift.push({ object: opObject(op), error: e });
-      this.retry = true;
-      this.repair(op, e);
-    } else if (this.fail(opObject(op), e, `ipvs.${op.kind}`) !== 'refused') this.repair(op, e);
-  }
-
-  /**
-   * Sends the IPVS ops in batches of BATCH_SIZE, in order; returns, per op, whether its effect is
-   * in place. A batch that fails as a whole stops the rest (their services are compared again on
-   * the retry).
-   */
-  async ipvs(ops: readonly IpvsOp[]): Promise<boolean[]> {
-    const done: boolean[] = new Array(ops.length).fill(false);
-    const followUps: Array<{ i: number; op: IpvsOp }> = [];
-    const failedAdds = new Set<string>();
-    for (let from = 0; from < ops.length; from += BATCH_SIZE) {
-      const chunk = ops.slice(from, from + BATCH_SIZE);
-      const results = await this.batch(chunk);
-      if (!results) {
-        for (const op of ops.slice(from + BATCH_SIZE)) this.retryScope.virtualServers.add(serviceId(op.service));
-        break;
-      }
-      this.fold(chunk, results, from, done, followUps, failedAdds);
-    }
-    if (followUps.length === 0) return done;
-    this.counts.followUps += followUps.length;
-    const again = await this.batch(followUps.map((f) => f.op));
-    if (!again) return done;
-    const adopted: IpvsOp[] = [];
-    again.forEach((r, j) => {
-      const { i, op } = followUps[j]!;
-      if (r.ok) {
-        this.mark(op);
-        done[i] = true;
-        if (op.kind === 'updateService') adopted.push(op);
-      } else this.failed(op, r.error);
-    });
-    await this.readBack(adopted);
-    return done;
-  }
-
-  /** Folds the results of one batch (ops[0] is op number `base` of the plan). */
-  private fold(ops: readonly IpvsOp[], results: IpvsResult[], base: number, done: boolean[], followUps: Array<{ i: number; op: IpvsOp }>, failedAdds: Set<string>): void {
-    results.forEach((r, k) => {
-      const op = ops[k]!;
-      const i = base + k;
-      if (r.ok || (op.kind.startsWith('delete') && isNotFound(r.error))) {
-        this.mark(op);
-        done[i] = true;
-      } else if (op.kind === 'addService' && isExist(r.error)) {
-        // Someone else made it: take it over with our parameters; its destinations are read back below.
-        this.mark(op);
-        followUps.push({ i, op: { kind: 'updateService', service: op.service } });
-      } else if (op.kind === 'addDestination' && isExist(r.error)) {
-        followUps.push({ i, op: { kind: 'updateDestination', service: op.service, destination: op.destination } });
-      } else if (op.kind !== 'addService' && failedAdds.has(serviceId(op.service)) && r.error instanceof NetlinkError && r.error.code === 'ESRCH') {
-        // A destination of a service whose add just failed: a consequence, reported through the service.
-        this.repair(op, r.error);
-      } else {
-        if (op.kind === 'addService') failedAdds.add(serviceId(op.service));
-        this.failed(op, r.error);
-      }
-    });
-  }
-
-  /** A service we added already existed: learn its real destinations (rare) and compare it again. */
-  private async readBack(ops: readonly IpvsOp[]): Promise<void> {
-    for (const op of ops) {
-      const id = serviceId(op.service);
-      this.retryScope.virtualServers.add(id);
-      this.retry = true;
-      let dests;
-      try {
-        dests = await this.clients.ipvs.listDestinations(op.service);
-      } catch (e) {
-        this.fail(id, e as Error, 'ipvs.listDestinations');
-        continue;
-      }
-      const o = this.observed.virtualServers.get(id);
-      if (!o) continue;
-      o.destinations = new Map(dests.map((d) => [destinationId(d), observedDest(d, d.activeConns, d.inactiveConns)]));
-    }
-  }
-
-  private async batch(ops: readonly IpvsOp[]): Promise<IpvsResult[] | null> {
-    this.counts.ipvsCalls++;
-    this.counts.ipvsOps += ops.length;
-    try {
-      return await this.clients.ipvs.apply(ops);
-    } catch (e) {
-      this.fail('ipvs', e as Error, 'ipvs.apply');
-      for (const op of ops) this.retryScope.virtualServers.add(serviceId(op.service));
-      return null;
-    }
-  }
 }
 
 /**
@@ -416,7 +244,7 @@ export async function applyPlan(plan: Plan, clients: KernelClients, observed: Ob
   await a.entries('add', plan.ipsetAdd);
   await beforeVirtualServers?.();
   await a.addresses('add', plan.addressAdd);
-  const done = await a.ipvs(plan.ipvs);
+  const done = await new IpvsApplier(a, clients.ipvs, observed, BATCH_SIZE).apply(plan.ipvs);
   await a.addresses('delete', plan.addressDel);
   await a.entries('del', plan.ipsetDel);
   const { state, start, end } = plan.draining;
