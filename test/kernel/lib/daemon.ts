@@ -20,6 +20,13 @@ export function demoNetworkUp(): void {
   execFileSync('sh', ['-c', 'iptables-legacy -t mangle -N KUBE-IPTABLES-HINT 2>/dev/null || true']);
 }
 
+/** Stops `daemon`, takes the demo topology down, removes what the proxy owns (`cleanup`) and `manifests`. */
+export async function demoTeardown(opts: { daemon?: Daemon; manifests?: Manifests } = {}): Promise<void> {
+  await opts.daemon?.stop();
+  execFileSync('sh', ['-c', `sh ${join(REPO, 'examples/demo/network.sh')} down; ${process.execPath} ${CLI} cleanup >/dev/null 2>&1; true`]);
+  opts.manifests?.remove();
+}
+
 /** Waits until `check` returns a truthy value (polling), or throws after `timeoutMs`. */
 export async function waitFor<T>(what: string, check: () => T | Promise<T>, timeoutMs = 20_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;

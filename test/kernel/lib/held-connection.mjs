@@ -1,11 +1,12 @@
-// Holds ONE TCP connection (HTTP keep-alive) to host:port and sends a request on it for every
-// line read from stdin ("again"), printing the backend that answered; "close" ends it.
-// Used from a client network namespace: ip netns exec NS node held-connection.mjs HOST PORT
+// Holds ONE TCP connection (HTTP keep-alive) to host:port, from a given source address if any, and
+// sends a request on it for every line read from stdin ("again"), printing the backend that
+// answered; "close" ends it with a FIN (printing "closed"), "reset" with a RST (printing "reset").
+// Used from a client network namespace: ip netns exec NS node held-connection.mjs HOST PORT [SOURCE]
 import { connect } from 'node:net';
 import { createInterface } from 'node:readline';
 
-const [host, port] = [process.argv[2], Number(process.argv[3])];
-const socket = connect({ host, port });
+const [host, port, source] = [process.argv[2], Number(process.argv[3]), process.argv[4]];
+const socket = connect({ host, port, localAddress: source || undefined });
 let buffered = '';
 const waiting = [];
 socket.setEncoding('utf8');
@@ -36,11 +37,17 @@ const ask = () =>
   });
 socket.on('connect', async () => {
   console.log(await ask());
+  let end = 'close';
   for await (const line of createInterface({ input: process.stdin })) {
-    if (line === 'close') break;
+    if (line === 'close' || line === 'reset') {
+      end = line;
+      break;
+    }
     console.log(await Promise.race([ask(), new Promise((r) => setTimeout(() => r('error:timeout'), 3000))]));
   }
-  socket.end();
-  process.exit(0);
+  if (end === 'reset') socket.resetAndDestroy();
+  else socket.end();
+  console.log(end === 'reset' ? 'reset' : 'closed');
+  setTimeout(() => process.exit(0), 100);
 });
 setTimeout(() => process.exit(2), 10 * 60_000).unref();

@@ -14,7 +14,9 @@ import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { fromClient } from '../lib/clients.js';
 import { CLI, Daemon, Manifests, waitFor } from '../lib/daemon.js';
+import { demoEndpoints, demoService, demoSlice, docs } from '../lib/demo-manifests.js';
 import { NetLab } from '../lib/netns.js';
 
 const REPO = new URL('../../../', import.meta.url).pathname;
@@ -23,34 +25,19 @@ const save = (table = 'nat') => sh('iptables-nft-save', '-t', table);
 const ARGS = ['--hostname-override', 'kip-node', '--cluster-cidr', '10.244.0.0/16', '--log-format', 'text', '--iptables-min-sync-period', '100ms', '--iptables-sync-period', '5s'];
 const BACKENDS = ['be1', 'be2', 'be3'];
 
-/** N fresh connections from the client namespace to each target (`tcp:10.96.0.10:80`): backend → count. */
-function fromClient(count: number, target: string): Record<string, number> {
-  const out = sh('ip', 'netns', 'exec', 'kip-client', process.execPath, `${REPO}examples/demo/client.mjs`, String(count), target);
-  return (JSON.parse(out) as Record<string, Record<string, number>>)[target]!;
-}
-
 /** KUBE-SVC/SEP chain names in nat. */
 const serviceChainNames = () => save().split('\n').filter((l) => /^:KUBE-(SVC|SEP)-/.test(l)).map((l) => l.slice(1).split(' ')[0]).sort();
 
 /** Two LoadBalancer Services with source ranges: one admits the client (10.250.0.2), one does not. */
-const EXTRA = ['fw-open:10.250.0.201:10.250.0.0/24:10.96.0.30', 'fw-closed:10.250.0.202:192.0.2.0/24:10.96.0.31']
-  .map((spec) => {
-    const [name, lb, range, cluster] = spec.split(':');
-    return `apiVersion: v1
-kind: Service
-metadata: {name: ${name}, namespace: demo}
-spec: {type: LoadBalancer, clusterIP: ${cluster}, loadBalancerSourceRanges: [${range}], ports: [{name: http, port: 80, nodePort: ${name === 'fw-open' ? 30090 : 30091}}]}
-status: {loadBalancer: {ingress: [{ip: ${lb}}]}}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: ${name}-1, namespace: demo, labels: {kubernetes.io/service-name: ${name}}}
-addressType: IPv4
-ports: [{name: http, port: 8080, protocol: TCP}]
-endpoints:
-${[1, 2, 3].map((i) => `- {addresses: [10.244.${i}.2], nodeName: kip-node, conditions: {ready: true}}`).join('\n')}`;
-  })
-  .join('\n---\n');
+const EXTRA = docs(
+  ...([
+    ['fw-open', '10.250.0.201', '10.250.0.0/24', '10.96.0.30', 30090],
+    ['fw-closed', '10.250.0.202', '192.0.2.0/24', '10.96.0.31', 30091],
+  ] as const).flatMap(([name, lb, range, cluster, nodePort]) => [
+    demoService(name, { type: 'LoadBalancer', clusterIP: cluster, loadBalancerSourceRanges: [range], ports: [{ name: 'http', port: 80, nodePort }] }, { lb }),
+    demoSlice(name, demoEndpoints()),
+  ]),
+);
 
 const lab = new NetLab();
 const backends: ChildProcess[] = [];
@@ -111,8 +98,7 @@ describe('the daemon in iptables mode', () => {
   });
 
   it('hairpin: a backend reaching its own Service (and itself behind it) is masqueraded', () => {
-    const out = sh('ip', 'netns', 'exec', 'kip-be1', process.execPath, `${REPO}examples/demo/client.mjs`, '24', 'tcp:10.96.0.10:80');
-    expect(Object.keys(JSON.parse(out)['tcp:10.96.0.10:80']).sort()).toEqual(BACKENDS);
+    expect(Object.keys(fromClient(24, 'tcp:10.96.0.10:80', 'kip-be1')).sort()).toEqual(BACKENDS);
   });
 
   it('loadBalancerSourceRanges: a client inside the ranges gets through, one outside is dropped (its NodePort stays open)', () => {

@@ -26,7 +26,9 @@ import { execFileSync, spawn } from 'node:child_process';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { runFrom } from '../lib/clients.js';
 import { CLI, Daemon, Manifests, demoNetworkUp, waitFor } from '../lib/daemon.js';
+import { demoEndpoints, demoService, demoSlice, docs } from '../lib/demo-manifests.js';
 import { assertIsolated } from '../lib/guard.js';
 
 assertIsolated();
@@ -42,35 +44,16 @@ const LOOP_MS = 30_000;
 
 /** 2,000 ClusterIP Services with the three demo backends each, and default/kubernetes → kip-api. */
 function manifest(): string {
-  const docs: string[] = [];
+  const texts: string[] = [];
   for (let i = 0; i < SERVICES; i++) {
     const ip = `10.98.${Math.floor(i / 250)}.${(i % 250) + 1}`;
-    docs.push(`apiVersion: v1
-kind: Service
-metadata: {name: svc-${i}, namespace: load}
-spec: {clusterIP: ${ip}, ports: [{name: http, port: 80, targetPort: 8080}]}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: svc-${i}-1, namespace: load, labels: {kubernetes.io/service-name: svc-${i}}}
-addressType: IPv4
-ports: [{name: http, port: 8080, protocol: TCP}]
-endpoints:
-${[1, 2, 3].map((n) => `- {addresses: [10.244.${n}.2], nodeName: kip-node, conditions: {ready: true}}`).join('\n')}`);
+    texts.push(demoService(`svc-${i}`, { clusterIP: ip }, { namespace: 'load' }), demoSlice(`svc-${i}`, demoEndpoints(), { namespace: 'load' }));
   }
-  docs.push(`apiVersion: v1
-kind: Service
-metadata: {name: kubernetes, namespace: default}
-spec: {clusterIP: 10.96.0.1, ports: [{name: https, port: 443, targetPort: 8080}]}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: kubernetes, namespace: default, labels: {kubernetes.io/service-name: kubernetes}}
-addressType: IPv4
-ports: [{name: https, port: 8080, protocol: TCP}]
-endpoints:
-- {addresses: [10.249.0.2], conditions: {ready: true}}`);
-  return docs.join('\n---\n');
+  texts.push(
+    demoService('kubernetes', { clusterIP: '10.96.0.1', ports: [{ name: 'https', port: 443, targetPort: 8080 }] }, { namespace: 'default' }),
+    demoSlice('kubernetes', [{ address: '10.249.0.2', node: null }], { namespace: 'default', name: 'kubernetes', portName: 'https' }),
+  );
+  return docs(...texts);
 }
 
 interface Attempt {
@@ -84,7 +67,7 @@ interface Attempt {
 /** The client loop from `where` (`ns:NAME` or `node`), to the kubernetes Service; resolves to its attempts. */
 function loop(where: string): Promise<Attempt[]> {
   const argv = [process.execPath, `${REPO}test/kernel/lib/connect-loop.mjs`, '10.96.0.1', '443', String(INTERVAL_MS), String(LOOP_MS), String(TIMEOUT_MS)];
-  const cmd = where.startsWith('ns:') ? ['ip', 'netns', 'exec', where.slice(3), ...argv] : argv;
+  const cmd = runFrom(where, argv);
   const child = spawn(cmd[0]!, cmd.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   child.stdout.on('data', (d) => (out += d));

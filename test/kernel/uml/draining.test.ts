@@ -2,118 +2,36 @@
 // is deleted within about two seconds of its last connection (not by the next periodic sync), and
 // sh / mh Services with a draining (weight-0) real server never refuse a client while another
 // real server is ready, nor send a new connection to the draining one (kubernetes PR #138688).
-import { execFileSync, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { createInterface } from 'node:readline';
+import { execFileSync } from 'node:child_process';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { CLI, Daemon, Manifests, demoNetworkUp, waitFor } from '../lib/daemon.js';
+import { Held, httpGets } from '../lib/clients.js';
+import { Daemon, Manifests, demoNetworkUp, demoTeardown, waitFor } from '../lib/daemon.js';
+import { demoService, demoSlice, docs } from '../lib/demo-manifests.js';
 import { assertIsolated } from '../lib/guard.js';
 
 assertIsolated();
 
-const REPO = new URL('../../../', import.meta.url).pathname;
 const sh = (cmd: string, ...args: string[]) => execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 const BACKENDS = { be1: '10.244.1.2', be2: '10.244.2.2', be3: '10.244.3.2' } as const;
 type Backend = keyof typeof BACKENDS;
 /** Client source addresses added to kip-client's eth0: enough that each hash bucket family gets some. */
 const SOURCES = Array.from({ length: 24 }, (_, i) => `10.250.0.${10 + i}`);
 
-const service = (name: string, ip: string, scheduler?: string) => `---
-apiVersion: v1
-kind: Service
-metadata: {name: ${name}, namespace: demo${scheduler ? `, annotations: {kube-ipvs-proxy.io/scheduler: ${scheduler}}` : ''}}
-spec: {clusterIP: ${ip}, clusterIPs: [${ip}], ports: [{name: http, port: 80, targetPort: 8080}]}
-`;
+const service = (name: string, ip: string, scheduler?: string) =>
+  docs(demoService(name, { clusterIP: ip, clusterIPs: [ip] }, { annotations: scheduler ? { 'kube-ipvs-proxy.io/scheduler': scheduler } : undefined }));
 type Conditions = { ready: boolean; serving: boolean; terminating: boolean };
 const READY: Conditions = { ready: true, serving: true, terminating: false };
 const TERMINATING: Conditions = { ready: false, serving: true, terminating: true };
-const slice = (svc: string, eps: Partial<Record<Backend, Conditions>>) => `---
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: ${svc}-1, namespace: demo, labels: {kubernetes.io/service-name: ${svc}}}
-addressType: IPv4
-ports: [{name: http, port: 8080, protocol: TCP}]
-endpoints:
-${Object.entries(eps).map(([b, c]) => `- {addresses: [${BACKENDS[b as Backend]}], nodeName: kip-node, conditions: ${JSON.stringify(c)}}`).join('\n')}
-`;
+const slice = (svc: string, eps: Partial<Record<Backend, Conditions>>) =>
+  docs(demoSlice(svc, Object.entries(eps).map(([b, conditions]) => ({ address: BACKENDS[b as Backend], conditions }))));
 const ALL_READY = { be1: READY, be2: READY, be3: READY };
 
-// Runs in kip-client: one HTTP request per source address (a new connection each); prints a JSON
-// object source -> the backend that answered, or ERR:<code>.
-const FAN_OUT = `
-const [host, ...sources] = process.argv.slice(1);
-const one = (src) => new Promise((done) => {
-  const req = require('node:http').get({ host, port: 80, localAddress: src, agent: false, timeout: 3000 }, (res) => {
-    let body = '';
-    res.setEncoding('utf8').on('data', (d) => (body += d)).on('end', () => done(body.split(' ')[0]));
-  });
-  req.on('timeout', () => req.destroy(Object.assign(new Error('timeout'), { code: 'TIMEOUT' })));
-  req.on('error', (e) => done('ERR:' + (e.code || e.message)));
-});
-(async () => {
-  const out = {};
-  for (const s of sources) out[s] = await one(s);
-  process.stdout.write(JSON.stringify(out));
-})();
-`;
-
-/** One new connection per source address to VIP:80: source -> backend (or ERR:code). */
+/** One new connection per source address from kip-client to VIP:80: source -> backend (or error:CODE). */
 function fanOut(vip: string): Record<string, string> {
-  return JSON.parse(sh('ip', 'netns', 'exec', 'kip-client', process.execPath, '-e', FAN_OUT, vip, ...SOURCES)) as Record<string, string>;
-}
-
-// Runs in kip-client: holds one keep-alive connection from SRC to HOST:80; a line "again" sends a
-// request on it (prints the backend), "reset" ends it with a RST, "close" with a FIN.
-const HOLD = `
-const [host, src] = process.argv.slice(1);
-const socket = require('node:net').connect({ host, port: 80, localAddress: src || undefined });
-let buf = '';
-const waiting = [];
-socket.setEncoding('utf8');
-socket.on('data', (d) => {
-  buf += d;
-  for (;;) {
-    const end = buf.indexOf('\\r\\n\\r\\n');
-    if (end < 0) return;
-    const len = Number(/content-length: (\\d+)/i.exec(buf.slice(0, end))?.[1] ?? 0);
-    if (buf.length < end + 4 + len) return;
-    const body = buf.slice(end + 4, end + 4 + len);
-    buf = buf.slice(end + 4 + len);
-    waiting.shift()?.(body.split(' ')[0]);
-  }
-});
-socket.on('error', (e) => { console.log('error:' + e.code); process.exit(1); });
-const ask = () => new Promise((r) => { waiting.push(r); socket.write('GET / HTTP/1.1\\r\\nHost: x\\r\\nConnection: keep-alive\\r\\n\\r\\n'); });
-socket.on('connect', async () => {
-  console.log(await ask());
-  for await (const line of require('node:readline').createInterface({ input: process.stdin })) {
-    if (line === 'reset') { socket.resetAndDestroy(); console.log('reset'); break; }
-    if (line === 'close') { socket.end(); console.log('closed'); break; }
-    console.log(await Promise.race([ask(), new Promise((r) => setTimeout(() => r('error:timeout'), 3000))]));
-  }
-  setTimeout(() => process.exit(0), 100);
-});
-setTimeout(() => process.exit(2), 10 * 60_000).unref();
-`;
-
-/** A connection held open from kip-client (optionally from a given source address). */
-class Held {
-  private readonly proc: ChildProcessWithoutNullStreams;
-  private readonly lines: string[] = [];
-  private waiter: ((l: string) => void) | null = null;
-  constructor(vip: string, source = '') {
-    this.proc = spawn('ip', ['netns', 'exec', 'kip-client', process.execPath, '-e', HOLD, vip, source]);
-    createInterface({ input: this.proc.stdout }).on('line', (l) => (this.waiter ? (this.waiter(l), (this.waiter = null)) : this.lines.push(l)));
-  }
-  next(): Promise<string> {
-    const l = this.lines.shift();
-    return l !== undefined ? Promise.resolve(l) : new Promise((r) => (this.waiter = r));
-  }
-  send(line: 'again' | 'reset' | 'close'): Promise<string> {
-    this.proc.stdin.write(`${line}\n`);
-    return this.next();
-  }
+  const answers = httpGets('ns:kip-client', vip, { timeoutMs: 3000, sources: SOURCES });
+  return Object.fromEntries(SOURCES.map((s, i) => [s, answers[i]!.split(' ')[0]!]));
 }
 
 /** The real servers of VIP:80 as ipvsadm reads them: address -> weight and connection counts. */
@@ -142,11 +60,7 @@ beforeAll(async () => {
   await d.healthy();
 });
 
-afterAll(async () => {
-  await d?.stop();
-  execFileSync('sh', ['-c', `sh ${REPO}examples/demo/network.sh down; ${process.execPath} ${CLI} cleanup >/dev/null 2>&1; true`]);
-  manifests?.remove();
-});
+afterAll(() => demoTeardown({ daemon: d, manifests }));
 
 describe('a drained real server', () => {
   it('is deleted within 2.5 s of its last connection, with no sync due (period 10 m)', async () => {
@@ -188,11 +102,11 @@ describe.each(['sh', 'mh'] as const)('%s with a draining real server', (schedule
 
   it(`sets ${scheduler}-fallback: no client is refused while a real server is ready, none reaches the weight-0 one`, async () => {
     const before = fanOut(vip);
-    expect(Object.values(before).filter((b) => b.startsWith('ERR')), JSON.stringify(before)).toEqual([]);
+    expect(Object.values(before).filter((b) => b.startsWith('error:')), JSON.stringify(before)).toEqual([]);
     // The draining server must be one some clients hash to: the first source's backend.
     const victim = before[SOURCES[0]!] as Backend;
     const hashedToVictim = SOURCES.filter((s) => before[s] === victim);
-    const held = new Held(vip, SOURCES[0]);
+    const held = new Held(vip, 80, { source: SOURCES[0] });
     expect(await held.next()).toBe(victim);
 
     const others = Object.fromEntries(Object.keys(BACKENDS).map((b) => [b, b === victim ? TERMINATING : READY]));
@@ -201,7 +115,7 @@ describe.each(['sh', 'mh'] as const)('%s with a draining real server', (schedule
     await waitFor('the terminating endpoint at weight 0', () => realServers(vip).get(BACKENDS[victim])?.weight === 0);
 
     const after = fanOut(vip);
-    expect(Object.values(after).filter((b) => b.startsWith('ERR')), `refused or lost while other real servers are ready: ${JSON.stringify(after)}`).toEqual([]);
+    expect(Object.values(after).filter((b) => b.startsWith('error:')), `refused or lost while other real servers are ready: ${JSON.stringify(after)}`).toEqual([]);
     expect(Object.values(after)).not.toContain(victim);
     // Clients that hashed elsewhere stay where they were (only the draining server's are moved).
     for (const s of SOURCES.filter((x) => !hashedToVictim.includes(x))) expect(after[s], s).toBe(before[s]);

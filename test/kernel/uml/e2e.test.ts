@@ -1,72 +1,26 @@
 // End to end inside UML: the daemon from manifests, real TCP/UDP traffic from a client network
 // namespace to backends in their own namespaces, cross-checked with ipvsadm, ipset, iptables.
-import { execFileSync, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
-import { createInterface } from 'node:readline';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { CLI, Daemon, Manifests, demoNetworkUp, waitFor } from '../lib/daemon.js';
+import { Held, fromClient } from '../lib/clients.js';
+import { CLI, Daemon, Manifests, demoNetworkUp, demoTeardown, waitFor } from '../lib/daemon.js';
+import { demoEndpoints, demoService, demoSlice, docs } from '../lib/demo-manifests.js';
 import { assertIsolated } from '../lib/guard.js';
 
 assertIsolated();
 
-const REPO = new URL('../../../', import.meta.url).pathname;
 const sh = (cmd: string, ...args: string[]) => execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 const ipvsadm = () => sh('ipvsadm', '-Sn');
 const DAEMON_ARGS = ['--hostname-override', 'kip-node', '--cluster-cidr', '10.244.0.0/16', '--log-format', 'text'];
 
-/** N fresh connections from the client namespace to each target (`tcp:10.96.0.10:80`): backend → count. */
-function fromClient(count: number, target: string): Record<string, number> {
-  const out = sh('ip', 'netns', 'exec', 'kip-client', process.execPath, `${REPO}examples/demo/client.mjs`, String(count), target);
-  return (JSON.parse(out) as Record<string, Record<string, number>>)[target]!;
-}
-
-/** A connection held open from the client namespace; ask() sends a request on it. */
-class Held {
-  private readonly proc: ChildProcessWithoutNullStreams;
-  private readonly lines: string[] = [];
-  private waiter: ((l: string) => void) | null = null;
-  constructor(host: string, port: number) {
-    this.proc = spawn('ip', ['netns', 'exec', 'kip-client', process.execPath, `${REPO}test/kernel/lib/held-connection.mjs`, host, String(port)]);
-    createInterface({ input: this.proc.stdout }).on('line', (l) => (this.waiter ? (this.waiter(l), (this.waiter = null)) : this.lines.push(l)));
-  }
-  next(): Promise<string> {
-    const l = this.lines.shift();
-    return l !== undefined ? Promise.resolve(l) : new Promise((r) => (this.waiter = r));
-  }
-  ask(): Promise<string> {
-    this.proc.stdin.write('again\n');
-    return this.next();
-  }
-  close(): void {
-    this.proc.stdin.write('close\n');
-  }
-}
-
-const EXTRA = `
-apiVersion: v1
-kind: Service
-metadata: {name: least, namespace: demo, annotations: {kube-ipvs-proxy.io/scheduler: lc}}
-spec: {clusterIP: 10.96.0.20, ports: [{name: http, port: 80, targetPort: 8080}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: source-hash, namespace: demo, annotations: {kube-router.io/service.scheduler: sh}}
-spec: {clusterIP: 10.96.0.21, ports: [{name: http, port: 80, targetPort: 8080}]}
-${['least', 'source-hash']
-  .map(
-    (svc) => `---
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: ${svc}-1, namespace: demo, labels: {kubernetes.io/service-name: ${svc}}}
-addressType: IPv4
-ports: [{name: http, port: 8080, protocol: TCP}]
-endpoints:
-${[1, 2, 3].map((i) => `- {addresses: [10.244.${i}.2], nodeName: kip-node, conditions: {ready: true}}`).join('\n')}`,
-  )
-  .join('\n')}
-`;
+const EXTRA = docs(
+  demoService('least', { clusterIP: '10.96.0.20' }, { annotations: { 'kube-ipvs-proxy.io/scheduler': 'lc' } }),
+  demoService('source-hash', { clusterIP: '10.96.0.21' }, { annotations: { 'kube-router.io/service.scheduler': 'sh' } }),
+  ...['least', 'source-hash'].map((svc) => demoSlice(svc, demoEndpoints())),
+);
 
 let manifests: Manifests;
 
@@ -75,10 +29,7 @@ beforeAll(() => {
   manifests = new Manifests();
   manifests.write('extra.yaml', EXTRA);
 });
-afterAll(() => {
-  execFileSync('sh', ['-c', `sh ${REPO}examples/demo/network.sh down; ${process.execPath} ${CLI} cleanup >/dev/null 2>&1; true`]);
-  manifests?.remove();
-});
+afterAll(() => demoTeardown({ manifests }));
 
 describe('one-shot modes', () => {
   it('--dry-run prints the plan and touches nothing', () => {
@@ -125,8 +76,8 @@ describe('the daemon', () => {
     expect(first).not.toBe(second);
     const idle = ['be1', 'be2', 'be3'].find((x) => x !== first && x !== second)!;
     expect(fromClient(1, 'tcp:10.96.0.20:80')).toEqual({ [idle]: 1 });
-    a.close();
-    b.close();
+    void a.send('close');
+    void b.send('close');
   });
 
   it('kernel state matches ipvsadm, ipset and iptables-save', () => {
@@ -148,8 +99,8 @@ describe('the daemon', () => {
     );
     await waitFor('weight 0', () => ipvsadm().includes(`-a -t 10.96.0.10:80 -r ${ip}:8080 -m -w 0`));
     expect(fromClient(12, 'tcp:10.96.0.10:80')[victim]).toBeUndefined();
-    expect(await held.ask()).toBe(victim);
-    held.close();
+    expect(await held.send('again')).toBe(victim);
+    void held.send('close');
     await waitFor('the drained endpoint to be deleted', () => !ipvsadm().includes(`-a -t 10.96.0.10:80 -r ${ip}:8080`), 30_000);
   });
 
@@ -175,9 +126,9 @@ describe('the daemon', () => {
     d = daemon();
     d.start();
     await d.healthy();
-    expect(await held.ask()).toBe(backend);
+    expect(await held.send('again')).toBe(backend);
     expect(conns()).toBeGreaterThanOrEqual(before); // the service was adopted, not re-created
-    held.close();
+    void held.send('close');
   });
 });
 

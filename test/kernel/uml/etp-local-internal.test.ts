@@ -9,77 +9,39 @@ import { execFileSync } from 'node:child_process';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { CLI, Daemon, Manifests, demoNetworkUp } from '../lib/daemon.js';
+import { httpGets, who } from '../lib/clients.js';
+import { Daemon, Manifests, demoNetworkUp, demoTeardown } from '../lib/daemon.js';
+import { backendIP, demoService, demoSlice, docs } from '../lib/demo-manifests.js';
 import { assertIsolated } from '../lib/guard.js';
 
 assertIsolated();
-
-const REPO = new URL('../../../', import.meta.url).pathname;
 
 /** name, LoadBalancer IP, external IP, cluster IP, the node of be1 and of be2. */
 const SERVICES = [
   ['remote', '10.250.0.221', '10.250.0.231', '10.96.0.71', 'kip-node-b', 'kip-node-c'], // no local endpoint
   ['local', '10.250.0.222', '10.250.0.232', '10.96.0.72', 'kip-node-b', 'kip-node'], // be2 is local
 ] as const;
-const MANIFEST = SERVICES.map(
-  ([name, lb, ext, cluster, node1, node2]) => `apiVersion: v1
-kind: Service
-metadata: {name: ${name}, namespace: demo}
-spec: {type: LoadBalancer, clusterIP: ${cluster}, externalIPs: [${ext}], externalTrafficPolicy: Local, allocateLoadBalancerNodePorts: false, ports: [{name: http, port: 80, targetPort: 8080}]}
-status: {loadBalancer: {ingress: [{ip: ${lb}}]}}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: ${name}-1, namespace: demo, labels: {kubernetes.io/service-name: ${name}}}
-addressType: IPv4
-ports: [{name: http, port: 8080, protocol: TCP}]
-endpoints:
-- {addresses: [10.244.1.2], nodeName: ${node1}, conditions: {ready: true}}
-- {addresses: [10.244.2.2], nodeName: ${node2}, conditions: {ready: true}}`,
-).join('\n---\n');
+const MANIFEST = docs(
+  ...SERVICES.flatMap(([name, lb, ext, cluster, node1, node2]) => [
+    demoService(name, { type: 'LoadBalancer', clusterIP: cluster, externalIPs: [ext], externalTrafficPolicy: 'Local', allocateLoadBalancerNodePorts: false }, { lb }),
+    demoSlice(name, [{ address: backendIP(1), node: node1 }, { address: backendIP(2), node: node2 }]),
+  ]),
+);
 /** name, LoadBalancer IP, cluster IP, the one source range; be1 on another node, be2 local. */
 const RANGED = [
   ['ranged-client', '10.250.0.223', '10.96.0.73', '10.250.0.2/32'],
   ['ranged-pod', '10.250.0.224', '10.96.0.74', '10.244.3.0/24'],
 ] as const;
-const RANGED_MANIFEST = RANGED.map(
-  ([name, lb, cluster, range]) => `apiVersion: v1
-kind: Service
-metadata: {name: ${name}, namespace: demo}
-spec: {type: LoadBalancer, clusterIP: ${cluster}, externalTrafficPolicy: Local, loadBalancerSourceRanges: [${range}], allocateLoadBalancerNodePorts: false, ports: [{name: http, port: 80, targetPort: 8080}]}
-status: {loadBalancer: {ingress: [{ip: ${lb}}]}}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: ${name}-1, namespace: demo, labels: {kubernetes.io/service-name: ${name}}}
-addressType: IPv4
-ports: [{name: http, port: 8080, protocol: TCP}]
-endpoints:
-- {addresses: [10.244.1.2], nodeName: kip-node-b, conditions: {ready: true}}
-- {addresses: [10.244.2.2], nodeName: kip-node, conditions: {ready: true}}`,
-).join('\n---\n');
+const RANGED_MANIFEST = docs(
+  ...RANGED.flatMap(([name, lb, cluster, range]) => [
+    demoService(name, { type: 'LoadBalancer', clusterIP: cluster, externalTrafficPolicy: 'Local', loadBalancerSourceRanges: [range], allocateLoadBalancerNodePorts: false }, { lb }),
+    demoSlice(name, [{ address: backendIP(1), node: 'kip-node-b' }, { address: backendIP(2) }]),
+  ]),
+);
 
-// GETs to argv[1]:80, argv[2] times in turn; prints "backend client-address" (what the backend saw) or "refused" per line.
-const GET_JS = `
-const get = () => new Promise((done) => {
-  const req = require('node:http').request({ host: process.argv[1], port: 80, path: '/', agent: false, timeout: 1500 }, (res) => {
-    let body = ''; res.on('data', (d) => (body += d)); res.on('end', () => done(body.trim()));
-  });
-  req.on('timeout', () => req.destroy(new Error('timeout')));
-  req.on('error', (e) => done(e.code === 'ECONNREFUSED' || e.code === 'EHOSTUNREACH' ? 'refused' : 'failed ' + (e.code || e.message)));
-  req.end();
-});
-(async () => { for (let i = 0; i < Number(process.argv[2]); i++) console.log(await get()); })();
-`;
-
-/** The answers to `n` GETs to `vip` from `client` (`ns:NAME` or `node`): `be1`, `refused`, … */
-function gets(client: string, vip: string, n = 6): string[] {
-  const argv = [process.execPath, '-e', GET_JS, vip, String(n)];
-  const cmd = client.startsWith('ns:') ? ['ip', 'netns', 'exec', client.slice(3), ...argv] : argv;
-  return execFileSync(cmd[0]!, cmd.slice(1), { encoding: 'utf8' }).trim().split('\n');
-}
-/** The distinct backends (or `refused`) that answered, sorted. */
-const who = (answers: string[]): string[] => [...new Set(answers.map((a) => a.split(' ')[0]!))].sort();
+/** The answers to `n` GETs to `vip`:80 from `client` (`ns:NAME` or `node`): `be1 10.244.3.2` (the backend and the client address it saw), `refused`, … */
+const gets = (client: string, vip: string, n = 6): string[] =>
+  httpGets(client, vip, { count: n }).map((a) => (a === 'error:ECONNREFUSED' || a === 'error:EHOSTUNREACH' ? 'refused' : a));
 
 let manifests: Manifests;
 let d: Daemon;
@@ -92,11 +54,7 @@ beforeAll(async () => {
   d.start();
   await d.healthy();
 });
-afterAll(async () => {
-  await d?.stop();
-  execFileSync('sh', ['-c', `sh ${REPO}examples/demo/network.sh down; ${process.execPath} ${CLI} cleanup >/dev/null 2>&1; true`]);
-  manifests?.remove();
-});
+afterAll(() => demoTeardown({ daemon: d, manifests }));
 
 describe('internal clients of an externalTrafficPolicy: Local LoadBalancer or external IP (kubernetes#93456, #115931)', () => {
   const VIPS = SERVICES.flatMap(([name, lb, ext]) => [[`${name} lb`, lb], [`${name} external`, ext]] as const);

@@ -9,7 +9,9 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { httpGets, tally } from '../lib/clients.js';
 import { CLI, Daemon, Manifests, demoNetworkUp, waitFor } from '../lib/daemon.js';
+import { backendIP, demoService, demoSlice, docs } from '../lib/demo-manifests.js';
 import { assertIsolated } from '../lib/guard.js';
 
 assertIsolated();
@@ -25,47 +27,17 @@ const SERVICES = [
   ['lb-node-ip', '10.96.0.72', '10.250.0.1', 'be2'], // status ingress IP = the node's own address
   ['lb-node-ip2', '10.96.0.73', NODE_IP2, 'be3'], // ... = another address of the node
 ] as const;
-const MANIFEST = SERVICES.map(([name, cluster, ip, local], i) => {
-  const spec =
+const MANIFEST = docs(
+  ...SERVICES.flatMap(([name, cluster, ip, local], i) => [
     name === 'ext-local'
-      ? `{type: ClusterIP, clusterIP: ${cluster}, externalIPs: [${ip}], externalTrafficPolicy: Local, ports: [{name: http, port: 80, targetPort: 8080}]}`
-      : `{type: LoadBalancer, clusterIP: ${cluster}, externalTrafficPolicy: Local, healthCheckNodePort: ${32071 + i}, allocateLoadBalancerNodePorts: false, ports: [{name: http, port: 80, targetPort: 8080}]}`;
-  const status = name === 'ext-local' ? '' : `\nstatus: {loadBalancer: {ingress: [{ip: ${ip}}]}}`;
-  const eps = [1, 2, 3].map((n) => `- {addresses: [10.244.${n}.2], nodeName: ${`be${n}` === local ? 'kip-node' : 'other-node'}, conditions: {ready: true}}`);
-  return `apiVersion: v1
-kind: Service
-metadata: {name: ${name}, namespace: demo}
-spec: ${spec}${status}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: ${name}-1, namespace: demo, labels: {kubernetes.io/service-name: ${name}}}
-addressType: IPv4
-ports: [{name: http, port: 8080, protocol: TCP}]
-endpoints:
-${eps.join('\n')}`;
-}).join('\n---\n');
+      ? demoService(name, { type: 'ClusterIP', clusterIP: cluster, externalIPs: [ip], externalTrafficPolicy: 'Local' })
+      : demoService(name, { type: 'LoadBalancer', clusterIP: cluster, externalTrafficPolicy: 'Local', healthCheckNodePort: 32071 + i, allocateLoadBalancerNodePorts: false }, { lb: ip }),
+    demoSlice(name, [1, 2, 3].map((n) => ({ address: backendIP(n), node: `be${n}` === local ? 'kip-node' : 'other-node' }))),
+  ]),
+);
 
-// N HTTP GETs to argv[1]:argv[2], one connection each; prints {"be1 10.250.0.2": 3, "error:ETIMEDOUT": 1, ...}
-// (the backend and the source address it saw).
-const GETS_JS = `
-const [host, port, n] = process.argv.slice(1);
-const once = () => new Promise((resolve) => {
-  const req = require('node:http').request({ host, port: Number(port), path: '/', agent: false, timeout: 1500 }, (res) => {
-    let body = ''; res.on('data', (d) => (body += d)); res.on('end', () => resolve(body.trim()));
-  });
-  req.on('timeout', () => req.destroy(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })));
-  req.on('error', (e) => resolve('error:' + (e.code || e.message)));
-  req.end();
-});
-(async () => { const out = {}; for (let i = 0; i < Number(n); i++) { const k = await once(); out[k] = (out[k] || 0) + 1; } console.log(JSON.stringify(out)); })();
-`;
-/** `n` GETs to ip:port from `from` (`ns:NAME` or `node`): answer → count. */
-function gets(from: string, ip: string, port: number, n: number): Record<string, number> {
-  const argv = [process.execPath, '-e', GETS_JS, ip, String(port), String(n)];
-  const cmd = from.startsWith('ns:') ? ['ip', 'netns', 'exec', from.slice(3), ...argv] : argv;
-  return JSON.parse(execFileSync(cmd[0]!, cmd.slice(1), { encoding: 'utf8' })) as Record<string, number>;
-}
+/** `n` GETs to ip:port from `from` (`ns:NAME` or `node`): answer ("be1 10.250.0.2": the backend and the source address it saw, or error:CODE) → count. */
+const gets = (from: string, ip: string, port: number, n: number): Record<string, number> => tally(httpGets(from, ip, { port, count: n }));
 
 /** A plain HTTP listener of the node's own on :2222 (sshd, the kubelet…): it must stay reachable on every node address. */
 let nodeListener: ChildProcess | null = null;

@@ -7,50 +7,33 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { CLI, Daemon, Manifests, demoNetworkUp, waitFor } from '../lib/daemon.js';
+import { fromClient } from '../lib/clients.js';
+import { CLI, Daemon, Manifests, demoNetworkUp, demoTeardown, waitFor } from '../lib/daemon.js';
+import { backendIP, demoService, demoSlice, docs } from '../lib/demo-manifests.js';
 import { assertIsolated } from '../lib/guard.js';
 
 assertIsolated();
 
-const REPO = new URL('../../../', import.meta.url).pathname;
 const sh = (cmd: string, ...args: string[]) => execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 const ARGS = ['--hostname-override', 'kip-node', '--cluster-cidr', '10.244.0.0/16', '--log-format', 'json'];
 const NODE6 = 'fd00:250::1';
 const CLIENT6 = 'fd00:250::2';
 
 /** An eTP Local LoadBalancer Service with its health-check node port, and its endpoints (be1, on this node). */
-const localLb = (name: string, ip: string, lb: string, nodePort: number, hcPort: number) => `---
-apiVersion: v1
-kind: Service
-metadata: {name: ${name}, namespace: demo}
-spec:
-  type: LoadBalancer
-  clusterIP: ${ip}
-  clusterIPs: [${ip}]
-  externalTrafficPolicy: Local
-  healthCheckNodePort: ${hcPort}
-  ports: [{name: http, protocol: TCP, port: 80, targetPort: 8080, nodePort: ${nodePort}}]
-status: {loadBalancer: {ingress: [{ip: ${lb}}]}}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: ${name}-1, namespace: demo, labels: {kubernetes.io/service-name: ${name}}}
-addressType: IPv4
-ports: [{name: http, port: 8080, protocol: TCP}]
-endpoints:
-- {addresses: [10.244.1.2], nodeName: kip-node, conditions: {ready: true}}
-`;
+const localLb = (name: string, ip: string, lb: string, nodePort: number, hcPort: number) =>
+  docs(
+    demoService(
+      name,
+      { type: 'LoadBalancer', clusterIP: ip, clusterIPs: [ip], externalTrafficPolicy: 'Local', healthCheckNodePort: hcPort, ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080, nodePort }] },
+      { lb },
+    ),
+    demoSlice(name, [{ address: backendIP(1) }]),
+  );
 
 /** GET http://HOST:PORT/ from kip-client: status and the JSON body, or ERR:<code>. */
 function probe(host: string, port: number): { status: number; body: { service?: { name: string }; localEndpoints?: number } } | string {
   const js = `require('node:http').get({ host: process.argv[1], port: Number(process.argv[2]), timeout: 3000 }, (r) => { let b = ''; r.on('data', (d) => (b += d)).on('end', () => process.stdout.write(JSON.stringify({ status: r.statusCode, body: JSON.parse(b) }))); }).on('error', (e) => process.stdout.write(JSON.stringify('ERR:' + e.code))).on('timeout', function () { this.destroy(Object.assign(new Error('t'), { code: 'TIMEOUT' })); });`;
   return JSON.parse(sh('ip', 'netns', 'exec', 'kip-client', process.execPath, '-e', js, host, String(port))) as ReturnType<typeof probe>;
-}
-
-/** Fresh TCP connections from kip-client to a service address: backend -> count. */
-function fromClient(count: number, target: string): Record<string, number> {
-  const out = sh('ip', 'netns', 'exec', 'kip-client', process.execPath, `${REPO}examples/demo/client.mjs`, String(count), target);
-  return (JSON.parse(out) as Record<string, Record<string, number>>)[target]!;
 }
 
 let manifests: Manifests;
@@ -63,10 +46,7 @@ beforeAll(() => {
   manifests.write('local.yaml', localLb('hc-taken', '10.96.0.80', '10.250.0.210', 30180, 32011) + localLb('hc-free', '10.96.0.81', '10.250.0.211', 30181, 32012));
 });
 
-afterAll(() => {
-  execFileSync('sh', ['-c', `sh ${REPO}examples/demo/network.sh down; ${process.execPath} ${CLI} cleanup >/dev/null 2>&1; true`]);
-  manifests?.remove();
-});
+afterAll(() => demoTeardown({ manifests }));
 
 describe('--once with a health-check node port', () => {
   it('programs, then exits 0 (the health-check listener is closed)', async () => {

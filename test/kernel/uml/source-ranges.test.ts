@@ -8,12 +8,12 @@ import { execFileSync } from 'node:child_process';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { CLI, Daemon, Manifests, demoNetworkUp } from '../lib/daemon.js';
+import { httpGets } from '../lib/clients.js';
+import { CLI, Daemon, Manifests, demoNetworkUp, demoTeardown } from '../lib/daemon.js';
+import { backendIP, demoService, demoSlice, docs } from '../lib/demo-manifests.js';
 import { assertIsolated } from '../lib/guard.js';
 
 assertIsolated();
-
-const REPO = new URL('../../../', import.meta.url).pathname;
 
 /** name, LoadBalancer IP, cluster IP, the one range. Endpoints: be2 and be3. */
 const SERVICES = [
@@ -21,39 +21,19 @@ const SERVICES = [
   ['fw-pods', '10.250.0.212', '10.96.0.62', '10.244.1.0/24'], // kip-be1, and the node's 10.244.1.1
   ['fw-node', '10.250.0.213', '10.96.0.63', '10.250.0.1/32'], // the node's address on the client's link
 ] as const;
-const MANIFEST = SERVICES.map(
-  ([name, lb, cluster, range]) => `apiVersion: v1
-kind: Service
-metadata: {name: ${name}, namespace: demo}
-spec: {type: LoadBalancer, clusterIP: ${cluster}, allocateLoadBalancerNodePorts: false, loadBalancerSourceRanges: [${range}], ports: [{name: http, port: 80, targetPort: 8080}]}
-status: {loadBalancer: {ingress: [{ip: ${lb}}]}}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: ${name}-1, namespace: demo, labels: {kubernetes.io/service-name: ${name}}}
-addressType: IPv4
-ports: [{name: http, port: 8080, protocol: TCP}]
-endpoints:
-- {addresses: [10.244.2.2], nodeName: kip-node, conditions: {ready: true}}
-- {addresses: [10.244.3.2], nodeName: kip-node, conditions: {ready: true}}`,
-).join('\n---\n');
+const MANIFEST = docs(
+  ...SERVICES.flatMap(([name, lb, cluster, range]) => [
+    demoService(name, { type: 'LoadBalancer', clusterIP: cluster, allocateLoadBalancerNodePorts: false, loadBalancerSourceRanges: [range] }, { lb }),
+    demoSlice(name, [{ address: backendIP(2) }, { address: backendIP(3) }]),
+  ]),
+);
 
-// One HTTP GET to argv[1]:80, from source address argv[2] (or the kernel's choice); prints the backend or "denied".
-const GET_JS = `
-const req = require('node:http').request({ host: process.argv[1], port: 80, path: '/', agent: false, localAddress: process.argv[2] || undefined, timeout: 1200 }, (res) => {
-  let body = ''; res.on('data', (d) => (body += d)); res.on('end', () => process.stdout.write(body.split(' ')[0]));
-});
-req.on('timeout', () => req.destroy(new Error('timeout')));
-req.on('error', () => process.stdout.write('denied'));
-req.end();
-`;
-/** Who answers a GET to `lb` from `client`: `ns:NAME`, `node`, or `node@ADDRESS` (bound source). */
+/** Who answers one GET to `lb`:80 from `client`: `ns:NAME`, `node`, or `node@ADDRESS` (bound source): `ok` for a backend, else `denied`. */
 function get(client: string, lb: string): string {
-  const [where, from = ''] = client.split('@');
-  const argv = [process.execPath, '-e', GET_JS, lb, from];
-  const cmd = where!.startsWith('ns:') ? ['ip', 'netns', 'exec', where!.slice(3), ...argv] : argv;
-  const out = execFileSync(cmd[0]!, cmd.slice(1), { encoding: 'utf8' }).trim();
-  return /^be\d$/.test(out) ? 'ok' : out;
+  const [where, from] = client.split('@');
+  const [answer] = httpGets(where!, lb, { timeoutMs: 1200, sources: from ? [from] : [] });
+  const first = answer!.split(' ')[0]!;
+  return answer!.startsWith('error:') ? 'denied' : /^be\d$/.test(first) ? 'ok' : first;
 }
 
 let manifests: Manifests;
@@ -66,11 +46,7 @@ beforeAll(async () => {
   d.start();
   await d.healthy();
 });
-afterAll(async () => {
-  await d?.stop();
-  execFileSync('sh', ['-c', `sh ${REPO}examples/demo/network.sh down; ${process.execPath} ${CLI} cleanup >/dev/null 2>&1; true`]);
-  manifests?.remove();
-});
+afterAll(() => demoTeardown({ daemon: d, manifests }));
 
 describe('loadBalancerSourceRanges for every client (kubernetes#119656)', () => {
   // client → [fw-client, fw-pods, fw-node]

@@ -6,30 +6,24 @@ import { execFileSync } from 'node:child_process';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { CLI, Daemon, Manifests, demoNetworkUp, waitFor } from '../lib/daemon.js';
+import { fromClient } from '../lib/clients.js';
+import { Daemon, Manifests, demoNetworkUp, demoTeardown, waitFor } from '../lib/daemon.js';
+import { demoService, docs } from '../lib/demo-manifests.js';
 import { assertIsolated } from '../lib/guard.js';
 import { zonedSlice, zoneNode } from '../lib/topology.js';
 
 assertIsolated();
 
-const REPO = new URL('../../../', import.meta.url).pathname;
 const sh = (cmd: string, ...args: string[]) => execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 const ipvsadm = () => sh('ipvsadm', '-Sn');
 /** How long a change may take to reach the kernel on a loaded machine (UML makes syscalls slow). */
 const SLOW = 45_000;
 
-/** N fresh connections from the client namespace to `target`: backend → count. */
-function fromClient(count: number, target: string): Record<string, number> {
-  const out = sh('ip', 'netns', 'exec', 'kip-client', process.execPath, `${REPO}examples/demo/client.mjs`, String(count), target);
-  return (JSON.parse(out) as Record<string, Record<string, number>>)[target]!;
-}
-
-const SERVICE = `
-apiVersion: v1
-kind: Service
-metadata: {name: zoned, namespace: demo, annotations: {service.kubernetes.io/topology-mode: Auto}}
-spec: {type: NodePort, clusterIP: 10.96.0.30, ports: [{name: http, port: 80, targetPort: 8080, nodePort: 30090}]}
-`;
+const SERVICE = demoService(
+  'zoned',
+  { type: 'NodePort', clusterIP: '10.96.0.30', ports: [{ name: 'http', port: 80, targetPort: 8080, nodePort: 30090 }] },
+  { annotations: { 'service.kubernetes.io/topology-mode': 'Auto' } },
+);
 
 /** `-a` lines of the cluster IP's real servers as `backend weight`. */
 function realServers(): string[] {
@@ -44,17 +38,13 @@ beforeAll(async () => {
   manifests = new Manifests();
   for (const f of ['services.yaml', 'endpointslices.yaml']) manifests.write(f, '');
   manifests.write('node.yaml', zoneNode('zone-a'));
-  manifests.write('zoned.yaml', `${SERVICE}---${zonedSlice(true)}`);
+  manifests.write('zoned.yaml', docs(SERVICE, zonedSlice(true)));
   d = new Daemon(['--manifests', manifests.dir, '--hostname-override', 'kip-node', '--cluster-cidr', '10.244.0.0/16', '--log-format', 'text',
     '--ipvs-min-sync-period', '100ms', '--ipvs-sync-period', '3s']);
   d.start();
   await d.healthy();
 });
-afterAll(async () => {
-  await d?.stop();
-  execFileSync('sh', ['-c', `sh ${REPO}examples/demo/network.sh down; ${process.execPath} ${CLI} cleanup >/dev/null 2>&1; true`]);
-  manifests?.remove();
-});
+afterAll(() => demoTeardown({ daemon: d, manifests }));
 
 describe('topology-aware routing (IPVS)', () => {
   it('a node in zone-a sends cluster IP and NodePort traffic only to the zone-a backends', async () => {
@@ -71,13 +61,13 @@ describe('topology-aware routing (IPVS)', () => {
   });
 
   it('without hints every backend gets traffic again', async () => {
-    manifests.write('zoned.yaml', `${SERVICE}---${zonedSlice(false)}`);
+    manifests.write('zoned.yaml', docs(SERVICE, zonedSlice(false)));
     await waitFor('all three real servers', () => realServers().join() === 'be1 1,be2 1,be3 1', SLOW);
     expect(fromClient(12, 'tcp:10.96.0.30:80')).toEqual({ be1: 4, be2: 4, be3: 4 });
   });
 
   it('a node zone that no endpoint is hinted for uses every endpoint', async () => {
-    manifests.write('zoned.yaml', `${SERVICE}---${zonedSlice(true)}`);
+    manifests.write('zoned.yaml', docs(SERVICE, zonedSlice(true)));
     await waitFor('the zone-b real server alone', () => realServers().filter((s) => s.endsWith(' 1')).join() === 'be3 1', SLOW);
     manifests.write('node.yaml', zoneNode('zone-c'));
     await waitFor('all three real servers', () => realServers().join() === 'be1 1,be2 1,be3 1', SLOW);
