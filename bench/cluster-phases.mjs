@@ -1,15 +1,15 @@
 // The phases of the cluster-scale benchmark (bench/cluster.mjs), each against a running daemon
 // (the built dist/bin/cli.js) and the real kernel, inside UML.
 import { execFileSync, spawn } from 'node:child_process';
-import { rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
 import { Daemon, forks, startSpawner, percentile, sizeOf, systemCpu, verificationOps, workOf } from './daemon-probe.mjs';
-import { churnIp, replaceEndpoint, vip } from './objects.mjs';
-import { reloadIpvs, sh, time } from './uml-kernel.mjs';
+import { churnIp, makeService, makeSlice, replaceEndpoint, vip } from './objects.mjs';
+import { reloadIpvs, restoreText, sh, time } from './uml-kernel.mjs';
 
 /** The daemons' state directory (its default: the benchmark does not move it). */
 const STATE_DIR = '/run/kube-ipvs-proxy';
@@ -55,9 +55,35 @@ function cpuShares(daemon, from) {
   return { cpuMs: d.cpuMs, faults: d.faults, benchCpuMs: bench, otherMs: Math.max(0, sys.busy - from.sys.busy - d.cpuMs - bench), idleMs: sys.idle - from.sys.idle };
 }
 
-/** Removes everything the daemon and ipvsadm-restore made: cleanup, then a fresh ip_vs module. */
+const extraCleanups = [];
+
+/** Adds a cleanup cleanKernel runs too (a peer proxy's own, e.g. `kube-proxy --cleanup`). */
+export function addCleanup(fn) {
+  extraCleanups.push(fn);
+}
+
+/**
+ * The cluster's objects (n Services × `endpoints`) and what the kernel should hold; `pick` draws a
+ * service at random. The cold start's poll runs every 100 ms: a poll costs this process 2 ms of CPU
+ * in an idle UML and ~5 ms beside a daemon's cold start (UML has one CPU), so every 50 ms it took
+ * 1.5 s of a 10,000 cold start.
+ */
+export function makeCluster(n, endpoints) {
+  const services = Array.from({ length: n }, (_, i) => makeService(i));
+  const slices = Array.from({ length: n }, (_, i) => makeSlice(i, endpoints));
+  const current = slices.map((sl) => sl.endpoints.map((e) => e.addresses[0]));
+  return {
+    n, endpoints, services, slices, current, nextIp: 1, nextSlot: 0, pollMs: 100,
+    addresses: (i) => current[i],
+    pick: () => Math.floor(Math.random() * n),
+    restore: () => restoreText(current.map((addrs, i) => ({ address: vip(i), port: 80, destinations: addrs.map((address) => ({ address, port: 8080 })) }))),
+  };
+}
+
+/** Removes everything the daemon, a peer and ipvsadm-restore made: cleanups, then a fresh ip_vs module. */
 export function cleanKernel() {
   execFileSync(process.execPath, ['dist/bin/cli.js', 'cleanup'], { stdio: 'ignore' });
+  for (const fn of extraCleanups) fn();
   reloadIpvs();
 }
 
@@ -83,12 +109,12 @@ function samples(n) {
  * table incomplete, polling goes on over all samples and the time is the end of the first full
  * dump that finds it complete.
  */
-export async function coldStart({ args, log, probe, cluster, api }) {
+export async function coldStart({ args, log, probe, cluster, api, peer = null }) {
   cleanKernel();
   await probe.reopen();
   api?.resetStats();
   await collect();
-  const daemon = await Daemon.start(args, log);
+  const daemon = await Daemon.start(args, log, peer);
   const from = { bench: process.cpuUsage(), sys: systemCpu() };
   const all = samples(cluster.n).map((i) => [vip(i), cluster.addresses(i)]);
   let pending = all;
@@ -159,7 +185,7 @@ function change(cluster, api, i) {
 }
 
 /** `count` single changes `gapMs` apart: event written to the watch -> new real server in the kernel (ms). */
-export async function oneChange({ daemon, probe, cluster, api, count, gapMs }) {
+export async function oneChange({ daemon, probe, cluster, api, count, gapMs, timeoutMs = 60_000 }) {
   const lat = [];
   for (let k = 0; k < count; k++) {
     await sleep(gapMs);
@@ -167,7 +193,7 @@ export async function oneChange({ daemon, probe, cluster, api, count, gapMs }) {
     for (;;) {
       daemon.alive();
       if ((await probe.destinations(vip(c.i))).has(c.ip)) break;
-      if (performance.now() - c.at > 60_000) throw new Error(`one change: ${vip(c.i)} never got ${c.ip}`);
+      if (performance.now() - c.at > timeoutMs) throw new Error(`one change: ${vip(c.i)} never got ${c.ip}`);
       await sleep(2);
     }
     lat.push({ ms: performance.now() - c.at, wall: c.wall });
@@ -202,9 +228,12 @@ export async function oneChangeFloor({ probe, cluster, api, url, token, count, g
 /**
  * Changes at `rate`/s for `seconds` (each to a service with no change in flight); a checker reads
  * the oldest 32 outstanding services every 10 ms, in one trip (at once again when all 32 had landed).
- * Latency: write -> seen in the kernel.
+ * Latency: write -> seen in the kernel. `cpuMs`: the daemon's CPU (its own and its exited children's)
+ * from the first change until the last was in the kernel.
  */
-export async function churn({ daemon, probe, cluster, api, rate, seconds }) {
+export async function churn({ daemon, probe, cluster, api, rate, seconds, drainMs = 120_000 }) {
+  const cpu = (st = daemon.stat()) => st.cpuMs + st.childMs;
+  const cpu0 = cpu();
   const outstanding = [];
   const busy = new Set();
   const seen = []; // every change: its latency and wall-clock write time (the slowest are returned, to find them in the daemon's log)
@@ -214,7 +243,8 @@ export async function churn({ daemon, probe, cluster, api, rate, seconds }) {
   const writer = (async () => {
     while (performance.now() - t0 < seconds * 1000) {
       const due = Math.floor(((performance.now() - t0) / 1000) * rate);
-      for (; issued < due; issued++) {
+      // Every service with a change in flight (a proxy far behind): the rest waits, the rate drops.
+      for (; issued < due && busy.size < cluster.n; issued++) {
         let i = cluster.pick();
         while (busy.has(i)) i = cluster.pick();
         busy.add(i);
@@ -224,10 +254,10 @@ export async function churn({ daemon, probe, cluster, api, rate, seconds }) {
     }
     writing = false;
   })();
-  const deadline = t0 + seconds * 1000 + 120_000;
+  const deadline = t0 + seconds * 1000 + drainMs;
   while (writing || outstanding.length) {
     daemon.alive();
-    if (performance.now() > deadline) throw new Error(`churn: ${outstanding.length} changes not in the kernel 120 s after the last`);
+    if (performance.now() > deadline) throw new Error(`churn: ${outstanding.length} changes not in the kernel ${drainMs / 1000} s after the last`);
     let landed = 0;
     const batch = outstanding.slice(0, 32);
     // One trip for the 32 (the probe shares UML's one CPU with the daemon: keep its own load low).
@@ -243,9 +273,10 @@ export async function churn({ daemon, probe, cluster, api, rate, seconds }) {
     if (landed < batch.length || !batch.length) await sleep(10); // all 32 landed: read the next ones at once
   }
   await writer;
+  const cpuMs = cpu() - cpu0;
   const lat = seen.map((x) => x.ms);
   seen.sort((a, b) => b.ms - a.ms);
-  return { p50: percentile(lat, 50), p99: percentile(lat, 99), max: Math.max(...lat), n: lat.length, rate: issued / seconds, worst: seen.slice(0, 10).map((w) => ({ ms: Math.round(w.ms), at: new Date(w.wall).toISOString() })) };
+  return { p50: percentile(lat, 50), p99: percentile(lat, 99), max: Math.max(...lat), n: lat.length, rate: issued / seconds, cpuMs, worst: seen.slice(0, 10).map((w) => ({ ms: Math.round(w.ms), at: new Date(w.wall).toISOString() })) };
 }
 
 /**
@@ -257,14 +288,14 @@ export async function churn({ daemon, probe, cluster, api, rate, seconds }) {
  * CPU). `resume: false` removes the stopped daemon's resume record first (source/resume.ts):
  * the restart then lists, as after a record too old to use.
  */
-export async function restart({ daemon, args, log, probe, cluster, api, resume = true }) {
+export async function restart({ daemon, args, log, probe, cluster, api, resume = true, peer = null }) {
   const stopped = await daemon.stop();
   if (!resume) rmSync(`${STATE_DIR}/source-resume.jsonl`, { force: true });
   const c = change(cluster, api, cluster.pick());
   api.resetStats();
   const logFrom = sizeOf(log);
   await collect();
-  const next = await Daemon.start(args, log);
+  const next = await Daemon.start(args, log, peer);
   const from = { bench: process.cpuUsage(), sys: systemCpu() };
   await firstList(api, 'restart: the daemon', next.exited, { anyRequest: true });
   const beforeList = cpuShares(next, from);
@@ -288,9 +319,12 @@ export async function restart({ daemon, args, log, probe, cluster, api, resume =
  * No changes for `periods` sync periods, after a period with a sync and no kernel write (at most
  * 6 periods to settle; `settled` = periods that still wrote, e.g. drained real servers): per period, kernel writes
  * (the daemon's kernel-op counters), processes+threads created (system-wide /proc/stat while the
- * bench only reads /metrics), syncs and their time (the sync duration histogram).
+ * bench only reads /metrics), syncs and their time (the sync duration histogram), the daemon's CPU
+ * (its own and its exited children's); `execLog`: a file with one line per program a wrapper on the
+ * peer's PATH ran (`name args`): `execs` counts them by name and first argument.
  */
-export async function periodic({ daemon, periodMs, periods, log }) {
+export async function periodic({ daemon, periodMs, periods, log, execLog = null }) {
+  const cpu = (st = daemon.stat()) => st.cpuMs + st.childMs;
   const snap = async () => workOf(await daemon.metrics());
   // Settle: until a whole period made no kernel write (draining real servers of earlier phases end).
   let settled = 0;
@@ -303,13 +337,23 @@ export async function periodic({ daemon, periodMs, periods, log }) {
   }
   const w0 = await snap();
   const f0 = forks();
+  const c0 = cpu();
   const logFrom = sizeOf(log);
+  const execFrom = execLog ? sizeOf(execLog) : 0;
   await sleep(periods * periodMs);
   const w1 = await snap();
   const f1 = forks();
+  const c1 = cpu();
   const syncs = w1.syncs - w0.syncs;
+  const execs = {};
+  if (execLog) {
+    for (const line of readFileSync(execLog).subarray(execFrom).toString().split('\n').filter(Boolean)) {
+      const key = line.split(' ').slice(0, 2).join(' ');
+      execs[key] = (execs[key] ?? 0) + 1 / periods;
+    }
+  }
   return {
-    periods, settled, syncs, full: w1.fullSyncs - w0.fullSyncs,
+    periods, settled, syncs, full: w1.fullSyncs - w0.fullSyncs, cpuMs: (c1 - c0) / periods, execs,
     kernelOps: (w1.kernelOps - w0.kernelOps) / periods, verifyOps: verificationOps(log, logFrom) / periods, forks: (f1 - f0) / periods,
     syncMs: syncs > 0 ? ((w1.syncSeconds - w0.syncSeconds) / syncs) * 1000 : 0,
   };

@@ -6,18 +6,20 @@
 //   programmed kernel (resumed from the stopped daemon's record, then one without it), a no-change
 //   periodic sync, RSS/heap after each phase, and the cold start
 //   with --manifests (the same objects as YAML in a tmpfs directory).
+// --peer kube-proxy: the same phases with kube-proxy v1.34 beside this daemon (bench/cluster-peer.mjs).
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 
-import { churn, cleanKernel, coldStart, memory, oneChange, oneChangeFloor, periodic, requestOnlyMs, restart, restoreMs } from './cluster-phases.mjs';
+import { churn, cleanKernel, coldStart, makeCluster, memory, oneChange, oneChangeFloor, periodic, requestOnlyMs, restart, restoreMs } from './cluster-phases.mjs';
 import { benchCgroup, KernelProbe, startSpawner } from './daemon-probe.mjs';
 import { FakeApiServer } from './fake-apiserver.mjs';
-import { CLUSTER_CIDR, NODE_NAME, endpointIp, makeNode, makeService, makeSlice, vip } from './objects.mjs';
-import { clusterRows } from './cluster-results.mjs';
+import { CLUSTER_CIDR, NODE_NAME, makeNode } from './objects.mjs';
+import { runPeer } from './cluster-peer.mjs';
+import { clusterRows, peerRows } from './cluster-results.mjs';
 import { recordResults } from './results.mjs';
-import { median, requireUml, restoreText, sh } from './uml-kernel.mjs';
+import { median, requireUml, sh } from './uml-kernel.mjs';
 
 requireUml('bench/cluster.mjs');
 const { values: opt } = parseArgs({
@@ -28,8 +30,10 @@ const { values: opt } = parseArgs({
     quick: { type: 'boolean', default: false },
     'manifests-size': { type: 'string', default: '3000' },
     'soak-minutes': { type: 'string', default: '0' },
+    peer: { type: 'string' },
   },
 });
+if (opt.peer !== undefined && opt.peer !== 'kube-proxy') throw new Error(`--peer ${opt.peer}: the only peer is kube-proxy`);
 const SIZES = opt.sizes.split(',').map(Number).filter((n) => n > 0);
 const EP = Number(opt.endpoints);
 const ROUNDS = Number(opt.rounds ?? (opt.quick ? 1 : 3));
@@ -54,23 +58,6 @@ const s = (ms) => `${(ms / 1000).toFixed(2)} s`;
 const msf = (ms) => `${ms.toFixed(0)} ms`;
 const mem = (m) => `RSS ${MiB(m.rss)}, heap ${MiB(m.heap)}`;
 const commonArgs = [...(process.env.KIP_BENCH_V ? ['--v', process.env.KIP_BENCH_V] : []), '--hostname-override', NODE_NAME, '--cluster-cidr', CLUSTER_CIDR, '--proxy-mode', 'ipvs'];
-
-/**
- * The cluster's objects and what the kernel should hold; `pick` draws a service at random. The cold
- * start's poll runs every 100 ms: a poll costs this process 2 ms of CPU in an idle UML and ~5 ms
- * beside a daemon's cold start (UML has one CPU), so every 50 ms it took 1.5 s of a 10,000 cold start.
- */
-function makeCluster(n) {
-  const services = Array.from({ length: n }, (_, i) => makeService(i));
-  const slices = Array.from({ length: n }, (_, i) => makeSlice(i, EP));
-  const current = slices.map((sl) => sl.endpoints.map((e) => e.addresses[0]));
-  return {
-    n, endpoints: EP, services, slices, current, nextIp: 1, nextSlot: 0, pollMs: 100,
-    addresses: (i) => current[i],
-    pick: () => Math.floor(Math.random() * n),
-    restore: () => restoreText(current.map((addrs, i) => ({ address: vip(i), port: 80, destinations: addrs.map((address) => ({ address, port: 8080 })) }))),
-  };
-}
 
 /** Who had UML's one CPU: the daemon (CPU, page faults), this process, other processes and the kernel, nobody. */
 const shares = (o) => `daemon CPU ${s(o.cpuMs)} and ${(o.faults / 1000).toFixed(1)}k page faults, this process's CPU ${s(o.benchCpuMs)}, others ${s(o.otherMs)}, idle ${s(o.idleMs)}`;
@@ -112,7 +99,7 @@ async function pairs(cluster, args, probe, api, requestOnly = null, floor = null
 }
 
 async function runSize(n, probe) {
-  const cluster = makeCluster(n);
+  const cluster = makeCluster(n, EP);
   // A window of 20,000 events (~7 min at 50 changes/s): an older resume is a 410 and a relist, and a long soak
   // does not hold every event it ever wrote.
   const api = new FakeApiServer({ token: TOKEN, eventWindow: 20_000 });
@@ -220,7 +207,7 @@ async function soak(daemon, probe, cluster, api) {
 
 /** The same cold start with --manifests: the objects as YAML files (one per namespace) in tmpfs. */
 async function runManifests(n, probe) {
-  const cluster = makeCluster(n);
+  const cluster = makeCluster(n, EP);
   const dir = `${DIR}/manifests`;
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
@@ -261,9 +248,13 @@ console.log(`cluster-scale benchmark: kernel ${sh('uname', ['-r']).trim()}, node
 const probe = await KernelProbe.open();
 const results = [];
 let manifests = null;
+const peer = opt.peer ? [] : null;
 try {
-  for (const n of SIZES) results.push(await runSize(n, probe));
-  if (MANIFESTS_N > 0) manifests = await runManifests(MANIFESTS_N, probe);
+  if (opt.peer) await runPeer({ out: peer, sizes: SIZES, endpoints: EP, rounds: ROUNDS, quick: opt.quick, probe, dir: DIR, log: LOG, ourArgs: commonArgs, token: TOKEN, periodMs: PERIOD_MS, step });
+  else {
+    for (const n of SIZES) results.push(await runSize(n, probe));
+    if (MANIFESTS_N > 0) manifests = await runManifests(MANIFESTS_N, probe);
+  }
 } catch (e) {
   console.log(`FAILED: ${e.stack ?? e}`);
   process.exitCode = 1;
@@ -272,8 +263,8 @@ try {
   cleanKernel();
 }
 
-console.log(`\n| N × ${EP} | cold start vs ipvsadm-restore | ratio | first list (request-only node process) | RSS / heap after cold start | one change p50 / p99 (floor p50) | churn 50/s p50 / p99 (longest event-loop stall) | RSS after churn | restart (resumed): change in kernel / ready / writes; listing: change in kernel | no-change period: sync time / writes / processes |`);
-console.log('|---|---|---|---|---|---|---|---|---|---|');
+if (results.length) console.log(`\n| N × ${EP} | cold start vs ipvsadm-restore | ratio | first list (request-only node process) | RSS / heap after cold start | one change p50 / p99 (floor p50) | churn 50/s p50 / p99 (longest event-loop stall) | RSS after churn | restart (resumed): change in kernel / ready / writes; listing: change in kernel | no-change period: sync time / writes / processes |`);
+if (results.length) console.log('|---|---|---|---|---|---|---|---|---|---|');
 for (const r of results) {
   console.log(`| ${r.n.toLocaleString('en')} | ${s(r.cold)} vs ${s(r.restore)} | ${r.ratio.toFixed(2)} | ${r.firstList === null ? '-' : s(r.firstList)}${r.requestOnly === null ? '' : ` (${s(r.requestOnly)})`} | ${MiB(r.memCold.rss)} / ${MiB(r.memCold.heap)} | ${msf(r.one.p50)} / ${msf(r.one.p99)} (${msf(r.oneFloor.p50)}) | ${msf(r.churn.p50)} / ${msf(r.churn.p99)} (${msf(r.memChurn.loopMaxMs)}) | ${MiB(r.memChurn.rss)} | ${s(r.restart.usefulMs)} / ${s(r.restart.readyMs)} / ${r.restart.kernelOps}+${r.restart.verifyOps}; ${s(r.restart.listing.usefulMs)} | ${s(r.periodic.syncMs)} / ${r.periodic.kernelOps.toFixed(0)}+${r.periodic.verifyOps.toFixed(0)} / ${r.periodic.forks.toFixed(1)} |`);
 }
@@ -281,5 +272,8 @@ if (manifests) console.log(`| ${manifests.n.toLocaleString('en')} --manifests | 
 console.log(`runtime ${((Date.now() - started) / 60_000).toFixed(1)} min`);
 // --quick runs are shorter phases and one round: not what the results table reports.
 if (opt.quick) console.log('  results: not written (--quick)');
+else if (peer?.length) recordResults(peerRows({ results: peer, endpoints: EP }));
 else recordResults(clusterRows({ results, manifests, endpoints: EP, soakMinutes: SOAK_MIN }));
-console.log(JSON.stringify({ bench: 'cluster', results, manifests }));
+console.log(JSON.stringify({ bench: 'cluster', results, manifests, peer }));
+// After a failure a daemon may still run (and hold this process open through the spawner).
+if (process.exitCode) process.exit();

@@ -109,10 +109,15 @@ export function startSpawner() {
   return spawner;
 }
 
-/** The built daemon, started with `args` (its normal flags) by the spawner; output appended to `logFile`. */
+/**
+ * The built daemon, started with `args` (its normal flags) by the spawner; output appended to `logFile`.
+ * With `peer` ({ file, env }: another proxy, e.g. kube-proxy) that program is started with `args`
+ * instead, outside the daemon's cgroup; it must serve the same /metrics address.
+ */
 export class Daemon {
   /** Starts it; resolves once it has exec'd. */
-  static async start(args, logFile) {
+  static async start(args, logFile, peer = null) {
+    if (peer) return new Daemon(await startSpawner().start(peer.file, args, { env: { ...process.env, ...peer.env }, log: logFile }), logFile);
     // KIP_BENCH_CLI: another build's cli.js (e.g. a worktree of the base commit), for same-boot A/B runs.
     const cli = process.env.KIP_BENCH_CLI ?? 'dist/bin/cli.js';
     const { env, flags } = shipped(cli);
@@ -160,10 +165,13 @@ export class Daemon {
     return m ? Number(m[1]) / 1024 : NaN;
   }
 
-  /** From /proc/<pid>/stat: minor page faults and CPU time (user + system, ms at 100 ticks/s). */
+  /**
+   * From /proc/<pid>/stat: minor page faults and CPU time (user + system, ms at 100 ticks/s);
+   * `childMs`: that of its exited and waited-for children (iptables-restore, ipset, ...).
+   */
   stat() {
     const f = readFileSync(`/proc/${this.pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    return { faults: Number(f[7]), cpuMs: (Number(f[11]) + Number(f[12])) * 10 };
+    return { faults: Number(f[7]), cpuMs: (Number(f[11]) + Number(f[12])) * 10, childMs: (Number(f[13]) + Number(f[14])) * 10 };
   }
 
   /** /metrics parsed: `name{labels}` -> value (null while the server is not up). */
@@ -186,7 +194,9 @@ export class Daemon {
   async ready(everyMs = 200, timeoutMs = 600_000) {
     for (const end = performance.now() + timeoutMs; performance.now() < end; await sleep(everyMs)) {
       const m = await this.metrics();
-      if (m && (m.get('kubeproxy_sync_proxy_rules_last_timestamp_seconds') ?? 0) > 0) return { ms: this.elapsed(), metrics: m };
+      // kube-proxy has one series per IP family (an ip_family label): every one set.
+      const last = [...(m ?? [])].filter(([k]) => /^kubeproxy_sync_proxy_rules_last_timestamp_seconds(\{|$)/.test(k)).map(([, v]) => v);
+      if (last.length && last.every((v) => v > 0)) return { ms: this.elapsed(), metrics: m };
     }
     throw new Error('daemon: no successful sync within the timeout');
   }

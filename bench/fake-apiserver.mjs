@@ -1,7 +1,8 @@
 // A small Kubernetes API server (node:http, JSON, bearer token) for the cluster-scale benchmark:
-// list with limit/continue (consistent snapshots; an expired token is 410) and resourceVersion,
-// watch from a resourceVersion (replayed from an event window; older is 410 Expired), bookmarks
-// with allowWatchBookmarks, sendInitialEvents, timeoutSeconds, label and field selectors; Events
+// Services, EndpointSlices, Nodes and ServiceCIDRs; get by name, list with limit/continue
+// (consistent snapshots; an expired token is 410) and resourceVersion, watch from a
+// resourceVersion (replayed from an event window; older is 410 Expired), bookmarks with
+// allowWatchBookmarks, sendInitialEvents, timeoutSeconds, label and field selectors; Events
 // (events.k8s.io/v1 POST/PATCH) are accepted and counted.
 // Objects are stored as their JSON text and its UTF-8 bytes: a list page is written as those
 // buffers (corked, with a Content-Length), so serving builds and encodes no page-sized string.
@@ -14,8 +15,10 @@ const RESOURCES = {
   services: { kind: 'Service', apiVersion: 'v1', prefix: '/api/v1' },
   endpointslices: { kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', prefix: '/apis/discovery.k8s.io/v1' },
   nodes: { kind: 'Node', apiVersion: 'v1', prefix: '/api/v1', clusterScoped: true },
+  // kube-proxy lists and watches them (its ServiceCIDR informer); this daemon does not.
+  servicecidrs: { kind: 'ServiceCIDR', apiVersion: 'networking.k8s.io/v1', prefix: '/apis/networking.k8s.io/v1', clusterScoped: true },
 };
-const PATH = /^(\/api\/v1|\/apis\/discovery\.k8s\.io\/v1)(?:\/namespaces\/([^/]+))?\/(services|endpointslices|nodes)$/;
+const PATH = /^(\/api\/v1|\/apis\/discovery\.k8s\.io\/v1|\/apis\/networking\.k8s\.io\/v1)(?:\/namespaces\/([^/]+))?\/(services|endpointslices|nodes|servicecidrs)(?:\/([^/]+))?$/;
 
 const COMMA = Buffer.from(',');
 const LIST_END = Buffer.from(']}');
@@ -42,13 +45,16 @@ export function labelMatcher(selector) {
   return (labels) => terms.every((f) => f(labels ?? {}));
 }
 
-/** A matcher for a field selector on metadata.name / metadata.namespace. */
+/** The fields a field selector can name, read from a stored entry. */
+const FIELDS = { 'metadata.name': (e) => e.name, 'metadata.namespace': (e) => e.namespace, 'spec.clusterIP': (e) => e.clusterIP };
+
+/** A matcher for a field selector on metadata.name, metadata.namespace or (Services) spec.clusterIP. */
 function fieldMatcher(selector) {
   if (!selector) return () => true;
   const terms = selector.split(',').map((t) => {
-    const m = /^(metadata\.name|metadata\.namespace)\s*(!=|==?)\s*(.*)$/.exec(t.trim());
-    if (!m) throw Object.assign(new Error(`field selector ${t}: only metadata.name and metadata.namespace are supported`), { code: 400 });
-    const get = m[1] === 'metadata.name' ? (e) => e.name : (e) => e.namespace;
+    const m = /^(metadata\.name|metadata\.namespace|spec\.clusterIP)\s*(!=|==?)\s*(.*)$/.exec(t.trim());
+    if (!m) throw Object.assign(new Error(`field selector ${t}: only metadata.name, metadata.namespace and spec.clusterIP are supported`), { code: 400 });
+    const get = FIELDS[m[1]];
     return m[2] === '!=' ? (e) => get(e) !== m[3] : (e) => get(e) === m[3];
   });
   return (e) => terms.every((f) => f(e));
@@ -56,9 +62,14 @@ function fieldMatcher(selector) {
 
 /** The fake API server; see the file comment. */
 export class FakeApiServer {
-  /** @param {{ token: string, eventWindow?: number, bookmarkMs?: number, snapshotTtlMs?: number }} opts */
-  constructor({ token, eventWindow = 100_000, bookmarkMs = 1000, snapshotTtlMs = 60_000 }) {
+  /**
+   * `anonymous`: a request without an Authorization header is served too (client-go sends a
+   * kubeconfig's token only over TLS, and this server speaks plain http); a wrong token is still 401.
+   * @param {{ token: string, anonymous?: boolean, eventWindow?: number, bookmarkMs?: number, snapshotTtlMs?: number }} opts
+   */
+  constructor({ token, anonymous = false, eventWindow = 100_000, bookmarkMs = 1000, snapshotTtlMs = 60_000 }) {
     this.token = token;
+    this.anonymous = anonymous;
     this.eventWindow = eventWindow;
     this.bookmarkMs = bookmarkMs;
     this.snapshotTtlMs = snapshotTtlMs;
@@ -111,12 +122,12 @@ export class FakeApiServer {
     await new Promise((res) => this.server.close(res));
   }
 
-  /** Writes a kubeconfig (http, bearer token) for this server to `file`. */
-  writeKubeconfig(file, url) {
+  /** Writes a kubeconfig (http, bearer token unless `token: false`) for this server to `file`. */
+  writeKubeconfig(file, url, { token = true } = {}) {
     writeFileSync(file, `${JSON.stringify({
       apiVersion: 'v1', kind: 'Config', 'current-context': 'bench',
       clusters: [{ name: 'bench', cluster: { server: url } }],
-      users: [{ name: 'bench', user: { token: this.token } }],
+      users: [{ name: 'bench', user: token ? { token: this.token } : {} }],
       contexts: [{ name: 'bench', context: { cluster: 'bench', user: 'bench' } }],
     }, null, 2)}\n`);
   }
@@ -129,7 +140,7 @@ export class FakeApiServer {
     const type = map.has(key) ? 'MODIFIED' : 'ADDED';
     const rv = ++this.rv;
     obj.metadata.resourceVersion = String(rv);
-    const entry = { key, bytes: Buffer.from(JSON.stringify(obj)), rv, labels: obj.metadata.labels ?? {}, name, namespace };
+    const entry = { key, bytes: Buffer.from(JSON.stringify(obj)), rv, labels: obj.metadata.labels ?? {}, name, namespace, clusterIP: obj.spec?.clusterIP ?? '' };
     map.set(key, entry);
     this.#record({ rv, resource, type, entry });
   }
@@ -181,7 +192,7 @@ export class FakeApiServer {
       res.writeHead(code, { 'content-type': 'application/json' });
       res.end(JSON.stringify(body));
     };
-    if (req.headers.authorization !== `Bearer ${this.token}`) {
+    if (req.headers.authorization !== `Bearer ${this.token}` && !(this.anonymous && req.headers.authorization === undefined)) {
       this.stats.unauthorized++;
       return reply(401, status(401, 'Unauthorized', 'Unauthorized'));
     }
@@ -197,6 +208,12 @@ export class FakeApiServer {
     const spec = m && RESOURCES[m[3]];
     if (!spec || spec.prefix !== m[1] || (spec.clusterScoped && m[2]) || req.method !== 'GET') {
       return reply(404, status(404, 'NotFound', `the server could not find the requested resource (${req.method} ${url.pathname})`));
+    }
+    if (m[4]) {
+      const entry = this.store[m[3]].get(m[2] ? `${m[2]}/${m[4]}` : m[4]);
+      if (!entry) return reply(404, status(404, 'NotFound', `${m[3]} "${m[4]}" not found`));
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': entry.bytes.length });
+      return res.end(entry.bytes);
     }
     const q = url.searchParams;
     let match;

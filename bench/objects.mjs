@@ -115,3 +115,13 @@ export function makeNode() {
     status: { addresses: [{ type: 'InternalIP', address: '10.255.255.1' }, { type: 'Hostname', address: NODE_NAME }] },
   };
 }
+
+/** The cluster's ServiceCIDR (what kube-apiserver creates for --service-cluster-ip-range), ready. */
+export function makeServiceCidr() {
+  return {
+    kind: 'ServiceCIDR', apiVersion: 'networking.k8s.io/v1',
+    metadata: { name: 'kubernetes', uid: uid(5, 0), creationTimestamp: CREATED, labels: { 'networking.k8s.io/service-cidr-from-flags': 'true' } },
+    spec: { cidrs: ['10.96.0.0/12'] },
+    status: { conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: CREATED, reason: '', message: 'Kubernetes Service CIDR is ready' }] },
+  };
+}

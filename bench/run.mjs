@@ -23,7 +23,7 @@ const argv = process.argv.slice(2);
 if (argv.includes('--help') || argv.includes('-h')) {
   console.log(`usage: npm run bench [-- ipset|iptables|ipvs|cluster ...] [--host-busy] [cluster flags]
   no name: ipset, iptables and ipvs; cluster only when named (bench/cluster.mjs: --sizes, --rounds, --quick,
-  --manifests-size, --soak-minutes). Each benchmark rewrites its rows of the results table in
+  --manifests-size, --soak-minutes, --peer kube-proxy). Each benchmark rewrites its rows of the results table in
   docs/benchmarks.md (KIP_BENCH_RESULTS=FILE writes elsewhere, KIP_BENCH_RESULTS=off nowhere).`);
   process.exit(0);
 }
@@ -58,7 +58,9 @@ if (only.includes('cluster')) {
   const commit = spawnSync('git', ['describe', '--always', '--dirty', '--abbrev=12'], { encoding: 'utf8' }).stdout?.trim() || 'unknown';
   // UML's memory from the largest size named: the fake API server holds every object as JSON and as objects.
   const largest = Math.max(0, ...(clusterArgs.join(' ').match(/\d{4,}/g) ?? []).map(Number));
-  const mem = largest >= 50_000 ? '10G' : largest >= 10_000 ? '3G' : '1536M';
+  // --peer kube-proxy: kube-proxy's heap beside this daemon's and the fake API server's objects.
+  const peer = clusterArgs.includes('--peer');
+  const mem = largest >= 50_000 ? '10G' : largest >= 10_000 ? (peer ? '4G' : '3G') : '1536M';
   const r = await runInUml({ command: [process.execPath, here('./cluster.mjs'), ...clusterArgs], env: { KIP_BENCH_COMMIT: commit }, mem, timeoutMs: 240 * 60_000, autoload: true });
   if (r.code !== 0) failed++;
 }
