@@ -244,7 +244,7 @@ sh('sh', ['-c', 'iptables-legacy -t mangle -N KUBE-IPTABLES-HINT 2>/dev/null || 
 const modprobe = readFileSync('/proc/sys/kernel/modprobe', 'utf8').trim();
 const cgroup = benchCgroup();
 startSpawner(); // forked while this process holds no cluster (see bench/spawner.mjs)
-console.log(`cluster-scale benchmark: kernel ${sh('uname', ['-r']).trim()}, node ${process.version}, commit ${process.env.KIP_BENCH_COMMIT ?? 'unknown'}, sizes ${SIZES.join(',')}, manifests ${MANIFESTS_N || 'off'}${opt.quick ? ', quick' : ''}, module autoload ${modprobe === '/sbin/modprobe' ? 'off (every module request fails)' : `on (${modprobe})`}, daemon in a cgroup with memory.max ${cgroup ? `${cgroup.limit / 2 ** 20} MiB (the chart's limit)` : 'none'}`);
+console.log(`cluster-scale benchmark: kernel ${sh('uname', ['-r']).trim()}, node ${process.version}, commit ${process.env.KIP_BENCH_COMMIT ?? 'unknown'}, sizes ${SIZES.join(',')}, manifests ${MANIFESTS_N || 'off'}${opt.quick ? ', quick' : ''}, module autoload ${modprobe === '/sbin/modprobe' ? 'off (every module request fails)' : `on (${modprobe})`}, daemon in a cgroup with memory.max ${cgroup ? `${cgroup.limit / 2 ** 20} MiB (${cgroup.label})` : 'none'}`);
 const probe = await KernelProbe.open();
 const results = [];
 let manifests = null;
@@ -273,7 +273,7 @@ console.log(`runtime ${((Date.now() - started) / 60_000).toFixed(1)} min`);
 // --quick runs are shorter phases and one round: not what the results table reports.
 if (opt.quick) console.log('  results: not written (--quick)');
 else if (peer?.length) recordResults(peerRows({ results: peer, endpoints: EP }));
-else recordResults(clusterRows({ results, manifests, endpoints: EP, soakMinutes: SOAK_MIN }));
+else recordResults(clusterRows({ results, manifests, endpoints: EP, soakMinutes: SOAK_MIN, memoryLimit: cgroup && { mib: cgroup.limit / 2 ** 20, label: cgroup.label } }));
 console.log(JSON.stringify({ bench: 'cluster', results, manifests, peer }));
 // After a failure a daemon may still run (and hold this process open through the spawner).
 if (process.exitCode) process.exit();

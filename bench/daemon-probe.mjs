@@ -38,6 +38,15 @@ export function chartMemoryLimit() {
   return Number(m[1]) * 2 ** (m[2] === 'Gi' ? 30 : 20);
 }
 
+/** The daemon's memory limit: KIP_BENCH_MEMORY_LIMIT (`<n>Mi`, `<n>Gi`, the value a user sets instead), else the chart's. */
+export function memoryLimit() {
+  const v = process.env.KIP_BENCH_MEMORY_LIMIT;
+  if (!v) return { bytes: chartMemoryLimit(), label: "the chart's limit" };
+  const m = /^(\d+)(Mi|Gi)$/.exec(v);
+  if (!m) throw new Error(`KIP_BENCH_MEMORY_LIMIT=${v}: not <n>Mi or <n>Gi`);
+  return { bytes: Number(m[1]) * 2 ** (m[2] === 'Gi' ? 30 : 20), label: `KIP_BENCH_MEMORY_LIMIT, not the chart's` };
+}
+
 const CGROUP_ROOT = '/sys/fs/cgroup';
 let daemonCgroup;
 
@@ -53,9 +62,9 @@ export function benchCgroup() {
   writeFileSync(`${CGROUP_ROOT}/cgroup.subtree_control`, '+memory');
   const dir = `${CGROUP_ROOT}/kip-daemon`;
   mkdirSync(dir, { recursive: true });
-  const limit = chartMemoryLimit();
+  const { bytes: limit, label } = memoryLimit();
   writeFileSync(`${dir}/memory.max`, String(limit));
-  return (daemonCgroup = { dir, limit });
+  return (daemonCgroup = { dir, limit, label });
 }
 
 /** performance.now() of a process.hrtime.bigint() reading: both read the monotonic clock, across processes too. */
