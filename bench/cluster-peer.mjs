@@ -43,8 +43,9 @@ function kubeProxyPath(dir, execLog) {
 /**
  * Runs the peer benchmark at each size; pushes one result per size to `out` (and returns it):
  * { n, restore, ours: side, kubeProxy: side } with side = { cold, colds, memCold, one, churn, memChurn, restart, periodic }.
+ * `record(result)` is called whenever a side's figures grow (after the cold starts, after each side's phases).
  */
-export async function runPeer({ out, sizes, endpoints, rounds, quick, probe, dir, log, ourArgs, token, periodMs, step }) {
+export async function runPeer({ out, record = null, sizes, endpoints, rounds, quick, probe, dir, log, ourArgs, token, periodMs, step }) {
   const bin = ensureTools(['kube-proxy'])['kube-proxy'];
   const execLog = `${dir}/kube-proxy-execs.log`;
   const path = kubeProxyPath(`${dir}/kube-proxy-bin`, execLog);
@@ -84,7 +85,7 @@ export async function runPeer({ out, sizes, endpoints, rounds, quick, probe, dir
     };
     console.log(`\n== --peer ${version}: ${n} Services x ${endpoints} endpoints, ${rounds} round(s) of cold starts`);
     try {
-      out.push(await runSize(n, { cluster, api, sides, rounds, probe, one, churnOpts, periodMs, execLog, step }));
+      out.push(await runSize(n, { cluster, api, sides, rounds, probe, one, churnOpts, periodMs, execLog, step, record: record ?? (() => {}) }));
     } finally {
       await api.close();
     }
@@ -93,7 +94,7 @@ export async function runPeer({ out, sizes, endpoints, rounds, quick, probe, dir
 }
 
 /** One size: the cold starts (alternating which side goes first), then each side's other phases. */
-async function runSize(n, { cluster, api, sides, rounds, probe, one, churnOpts, periodMs, execLog, step }) {
+async function runSize(n, { cluster, api, sides, rounds, probe, one, churnOpts, periodMs, execLog, step, record }) {
   const restores = [];
   const colds = { ours: [], kubeProxy: [] };
   const result = { n, ours: {}, kubeProxy: {} };
@@ -111,12 +112,13 @@ async function runSize(n, { cluster, api, sides, rounds, probe, one, churnOpts, 
         await c.daemon.stop();
         continue;
       }
-      result[key] = await phases(c.daemon, side, { probe, cluster, api, one, churnOpts, periodMs, execLog: side.peer ? execLog : null, step });
-      result[key].cold = median(colds[key]);
-      result[key].colds = colds[key];
+      result.restore = median(restores);
+      result[key] = { cold: median(colds[key]), colds: colds[key] };
+      record(result);
+      Object.assign(result[key], await phases(c.daemon, side, { probe, cluster, api, one, churnOpts, periodMs, execLog: side.peer ? execLog : null, step }));
+      record(result);
     }
   }
-  result.restore = median(restores);
   report(result);
   return result;
 }

@@ -250,7 +250,9 @@ const results = [];
 let manifests = null;
 const peer = opt.peer ? [] : null;
 try {
-  if (opt.peer) await runPeer({ out: peer, sizes: SIZES, endpoints: EP, rounds: ROUNDS, quick: opt.quick, probe, dir: DIR, log: LOG, ourArgs: commonArgs, token: TOKEN, periodMs: PERIOD_MS, step });
+  // Peer rows are written as figures come in (kube-proxy takes long at 10,000): a stopped run keeps them.
+  const record = opt.quick ? null : (r) => recordResults(peerRows({ results: [r], endpoints: EP }));
+  if (opt.peer) await runPeer({ out: peer, record, sizes: SIZES, endpoints: EP, rounds: ROUNDS, quick: opt.quick, probe, dir: DIR, log: LOG, ourArgs: commonArgs, token: TOKEN, periodMs: PERIOD_MS, step });
   else {
     for (const n of SIZES) results.push(await runSize(n, probe));
     if (MANIFESTS_N > 0) manifests = await runManifests(MANIFESTS_N, probe);
@@ -272,8 +274,7 @@ if (manifests) console.log(`| ${manifests.n.toLocaleString('en')} --manifests | 
 console.log(`runtime ${((Date.now() - started) / 60_000).toFixed(1)} min`);
 // --quick runs are shorter phases and one round: not what the results table reports.
 if (opt.quick) console.log('  results: not written (--quick)');
-else if (peer?.length) recordResults(peerRows({ results: peer, endpoints: EP }));
-else recordResults(clusterRows({ results, manifests, endpoints: EP, soakMinutes: SOAK_MIN, memoryLimit: cgroup && { mib: cgroup.limit / 2 ** 20, label: cgroup.label } }));
+else if (!peer) recordResults(clusterRows({ results, manifests, endpoints: EP, soakMinutes: SOAK_MIN, memoryLimit: cgroup && { mib: cgroup.limit / 2 ** 20, label: cgroup.label } }));
 console.log(JSON.stringify({ bench: 'cluster', results, manifests, peer }));
 // After a failure a daemon may still run (and hold this process open through the spawner).
 if (process.exitCode) process.exit();
