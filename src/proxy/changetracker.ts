@@ -84,6 +84,9 @@ export class ChangeTracker {
   readonly #endpoints = new Map<string, readonly EndpointInfo[]>();
   #node: NodeInfo | null = null;
   #changed = new Set<string>();
+  /** Services and EndpointSlices delivered since the last takeChanged() (kube-proxy's *_changes_pending). */
+  #pendingServices = new Set<string>();
+  #pendingSlices = new Set<string>();
   /** Each Service's uid (Events name the object by it: kubectl describe matches on it). */
   readonly #uids = new Map<string, string>();
 
@@ -94,6 +97,7 @@ export class ChangeTracker {
 
   /** A Service was added or changed (`svc`) or deleted (null). `key` is `namespace/name`. */
   onService(key: string, svc: Service | null): void {
+    this.#pendingServices.add(key);
     if (svc?.metadata.uid) this.#uids.set(key, svc.metadata.uid);
     else this.#uids.delete(key);
     const old = this.#services.get(key) ?? [];
@@ -127,6 +131,7 @@ export class ChangeTracker {
 
   /** An EndpointSlice was added or changed (`slice`) or deleted (null). `key` is `namespace/name`. */
   onEndpointSlice(key: string, slice: EndpointSlice | null): void {
+    this.#pendingSlices.add(key);
     const prev = this.#slices.get(key);
     const service = slice === null ? null : serviceOfSlice(slice);
     const errors = slice === null ? [] : sliceErrors(slice);
@@ -194,12 +199,14 @@ export class ChangeTracker {
   takeChanged(): Set<string> {
     const c = this.#changed;
     this.#changed = new Set();
+    this.#pendingServices.clear();
+    this.#pendingSlices.clear();
     return c;
   }
 
   /** How many Services (with ports accepted) and EndpointSlices are held. */
-  counts(): { services: number; endpointSlices: number } {
-    return { services: this.#services.size, endpointSlices: this.#slices.size };
+  counts(): { services: number; endpointSlices: number; pendingServices: number; pendingSlices: number } {
+    return { services: this.#services.size, endpointSlices: this.#slices.size, pendingServices: this.#pendingServices.size, pendingSlices: this.#pendingSlices.size };
   }
 
   /** The uid of the Service `key` (`namespace/name`) as last delivered, if it had one. */

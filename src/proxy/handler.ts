@@ -30,8 +30,8 @@ export function trackerHandler(
     onChange();
   };
   return {
-    onService: (k, s) => (tracker.onService(k, s), changed()),
-    onEndpointSlice: (k, s) => (tracker.onEndpointSlice(k, s), changed()),
+    onService: (k, s) => (tracker.onService(k, s), deps.metrics?.countChanges({ services: 1 }), changed()),
+    onEndpointSlice: (k, s) => (tracker.onEndpointSlice(k, s), deps.metrics?.countChanges({ endpoints: 1 }), changed()),
     onNode: (n) => {
       tracker.onNode(n);
       if (n) deps.health?.setNodeEligible(isNodeEligible(n));

@@ -54,10 +54,12 @@ const CONFIGZ_GROUP = 'kubeproxy.config.k8s.io';
  */
 export const EVENT_LOOP_RESOLUTION_MS = 100;
 
-/** How many Services and EndpointSlices the proxy holds. */
+/** How many Services and EndpointSlices the proxy holds, and how many were delivered since the last sync took them. */
 export interface ObjectCounts {
   services: number;
   endpointSlices: number;
+  pendingServices?: number;
+  pendingSlices?: number;
 }
 
 /** The proxy's metrics, in a private registry. Durations are passed in milliseconds. */
@@ -74,9 +76,9 @@ export class ProxyMetrics {
   readonly #lastSync = this.#gauge('kubeproxy_sync_proxy_rules_last_timestamp_seconds', 'The last time proxy rules were successfully synced');
   readonly #lastQueued = this.#gauge('kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds', 'The last time a sync of proxy rules was queued');
   readonly #netProg = this.#histogram('kubeproxy_network_programming_duration_seconds', 'In Cluster Network Programming Latency in seconds', NETWORK_PROGRAMMING_BUCKETS);
-  readonly #epPending = this.#gauge('kubeproxy_sync_proxy_rules_endpoint_changes_pending', 'Pending proxy rules Endpoint changes');
+  readonly #epPending = this.#pendingGauge('kubeproxy_sync_proxy_rules_endpoint_changes_pending', 'Pending proxy rules Endpoint changes', 'pendingSlices');
   readonly #epTotal = this.#counter('kubeproxy_sync_proxy_rules_endpoint_changes_total', 'Cumulative proxy rules Endpoint changes');
-  readonly #svcPending = this.#gauge('kubeproxy_sync_proxy_rules_service_changes_pending', 'Pending proxy rules Service changes');
+  readonly #svcPending = this.#pendingGauge('kubeproxy_sync_proxy_rules_service_changes_pending', 'Pending proxy rules Service changes', 'pendingServices');
   readonly #svcTotal = this.#counter('kubeproxy_sync_proxy_rules_service_changes_total', 'Cumulative proxy rules Service changes');
   readonly #restoreFailures = this.#counter('kubeproxy_sync_proxy_rules_iptables_restore_failures_total', 'Cumulative proxy iptables restore failures');
   readonly #noLocal = this.#gauge('kubeproxy_sync_proxy_rules_no_local_endpoints_total', 'Number of services with a Local traffic policy and no endpoints', ['traffic_policy']);
@@ -161,12 +163,6 @@ export class ProxyMetrics {
     if (changes.endpoints) this.#epTotal.inc(changes.endpoints);
   }
 
-  /** Changes not yet synced (the *_changes_pending gauges). */
-  setPendingChanges(pending: { services: number; endpoints: number }): void {
-    this.#svcPending.set(pending.services);
-    this.#epPending.set(pending.endpoints);
-  }
-
   /** What is programmed in the kernel now. */
   setCounts(counts: { virtualServers: number; realServers: number }): void {
     this.#virtualServers.set(counts.virtualServers);
@@ -220,6 +216,18 @@ export class ProxyMetrics {
 
   #histogram(name: string, help: string, buckets: readonly number[]): Histogram {
     return new Histogram({ name, help, buckets: [...buckets], registers: [this.#registry] });
+  }
+
+  /** A *_changes_pending gauge: set from trackObjects()'s counts at each scrape. */
+  #pendingGauge(name: string, help: string, field: 'pendingServices' | 'pendingSlices'): Gauge {
+    const g: Gauge = new Gauge({
+      name, help, registers: [this.#registry],
+      collect: () => {
+        const n = this.#objectCounts?.()[field];
+        if (n !== undefined) g.set(n);
+      },
+    });
+    return g;
   }
 
   #gauge<L extends string>(name: string, help: string, labelNames: readonly L[] = []): Gauge<L> {

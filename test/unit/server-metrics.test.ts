@@ -83,7 +83,7 @@ describe('ProxyMetrics', () => {
     m.syncQueued();
     m.countChanges({ services: 2, endpoints: 5 });
     m.countChanges({ endpoints: 1 });
-    m.setPendingChanges({ services: 1, endpoints: 4 });
+    m.trackObjects(() => ({ services: 3, endpointSlices: 9, pendingServices: 1, pendingSlices: 4 }));
     m.observeNetworkProgramming(1_500);
     m.observeNetworkProgramming(-20); // clock skew with the control plane: counted as 0
     m.setCounts({ virtualServers: 12, realServers: 34 });
