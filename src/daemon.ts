@@ -14,7 +14,7 @@ import { BoundedFrequencyRunner } from './proxy/runner.js';
 import { HealthServer, ProxyHealth } from './server/health.js';
 import { MetricsServer, ProxyMetrics, type ProxyMode } from './server/metrics.js';
 import { serveIpvsViews } from './server/ipvs-views.js';
-import { ServiceHealthServers } from './server/servicehealth.js';
+import { healthCheckAddresses, ServiceHealthServers } from './server/servicehealth.js';
 import { nodeNameOf, startSource, type StartedSource } from './source/start.js';
 import type { SourceHandler } from './source/types.js';
 import { STATE_DIR } from './state-dir.js';
@@ -125,6 +125,21 @@ export async function runDaemon(config: Config, logger: Logger, early?: StartedS
   }
 }
 
+/** Where health-check node ports listen (healthCheckAddresses); undefined: every address. */
+async function serviceHealthAddresses(config: Config, logger: Logger): Promise<string[] | undefined> {
+  if (healthCheckAddresses([], config.nodePortAddresses, config.bindAddress) === undefined) return undefined;
+  const link = NetlinkLinkClient.open();
+  try {
+    const local = (await link.localAddresses({ exclude: [DEFAULT_DUMMY_LINK] })).map((a) => a.address);
+    return healthCheckAddresses(local, config.nodePortAddresses, config.bindAddress);
+  } catch (e) {
+    logger.warn({ err: e instanceof Error ? e.message : String(e) }, 'cannot read the node addresses; health-check node ports listen on every address');
+    return undefined;
+  } finally {
+    link.close();
+  }
+}
+
 async function runWithSource(config: Config, logger: Logger, nodeName: string, { source, held, synced, tracker, leave }: StartedSource, detection: Promise<Detection>): Promise<number> {
   // The backend is detected while the IPVS mode programs the kernel: only its iptables step waits.
   const ipts = openIptables(detection, logger);
@@ -138,7 +153,7 @@ async function runWithSource(config: Config, logger: Logger, nodeName: string, {
   const metrics = new ProxyMetrics();
   metrics.setProxyMode(mode);
   const health = new ProxyHealth({ syncPeriodMs: config.syncPeriodMs });
-  const serviceHealth = new ServiceHealthServers({ proxyHealth: health, hostname: nodeName });
+  const serviceHealth = new ServiceHealthServers({ proxyHealth: health, hostname: nodeName, nodeAddresses: await serviceHealthAddresses(config, logger) });
   // API mode: per-Service problems also become Events on the Service (not with --once/--dry-run).
   const events = !config.events || config.manifests || config.once || config.dryRun ? null : await (await import('./source/events.js')).eventRecorderFor({ kubeconfig: config.kubeconfig, master: config.master, nodeName, logger });
   const common = { config, nodeName, logger, metrics, health, serviceHealth, tracker: await tracker, ...(events ? { events } : {}) };

@@ -73,7 +73,7 @@ export const FLAG_DEFS: readonly FlagDef[] = [
   def('cluster-cidr', 'list', 'CIDR[,CIDR]', '', 'Pod CIDR(s), one per IP family; traffic from outside them is masqueraded.', { path: 'clusterCIDRs' }),
   def('masquerade-all', 'bool', '', '', 'SNAT all traffic sent to Service cluster IPs.', { path: 'masqueradeAll', convert: toBool }),
   def('iptables-masquerade-bit', 'value', 'BIT', '14', 'Bit of the fwmark space that marks packets to SNAT, 0..31.', { path: 'masqueradeBit', convert: toInt, aliases: ['masquerade-bit'] }),
-  def('nodeport-addresses', 'list', 'CIDR,...', '', "NodePorts are served only on node IPs in these CIDRs, or 'primary' for the Node's primary IPs (default: every local IP).", { path: 'nodePortAddresses' }),
+  def('nodeport-addresses', 'list', 'CIDR,...', '', "NodePorts are served only on node IPs in these CIDRs (an IP family with none: all of its IPs), or 'primary' for the Node's primary IPs (default: every local IP).", { path: 'nodePortAddresses' }),
   def('healthz-bind-address', 'value', 'IP[:PORT]', `0.0.0.0:${HEALTHZ_PORT}`, 'Address of the health server (/healthz, /livez); empty disables it.', { path: 'healthzBindAddress', convert: toHostPort(HEALTHZ_PORT) }),
   def('metrics-bind-address', 'value', 'IP[:PORT]', `127.0.0.1:${METRICS_PORT}`, 'Address of the metrics server (/metrics); empty disables it.', { path: 'metricsBindAddress', convert: toHostPort(METRICS_PORT) }),
   def('metrics-service-stats', 'bool', '', '', 'Export per-Service-port traffic from IPVS counters on /metrics (kube_ipvs_proxy_service_*; one IPVS dump per --metrics-service-stats-period).', { path: 'serviceStats.enabled', convert: toBool, ours: true }),

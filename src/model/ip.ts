@@ -153,3 +153,7 @@ export function inCidr(address: string, cidr: string): boolean {
   }
   return true;
 }
+
+/** The CIDRs of one IP family. */
+export const cidrsOfFamily = (cidrs: readonly string[], family: Family | null): string[] =>
+  cidrs.filter((c) => familyOf(c.slice(0, c.indexOf('/'))) === family);

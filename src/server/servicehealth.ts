@@ -6,7 +6,9 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
+import type { Config } from '../config.js';
 import { ipFamily } from '../config/net.js';
+import { cidrsOfFamily, familyOf, inCidr } from '../model/ip.js';
 import type { ObjectError } from '../model/service.js';
 import { HttpServer, send, type ListenError } from './health.js';
 
@@ -31,12 +33,23 @@ export interface ServiceHealthError extends ObjectError {
 
 /** Options of ServiceHealthServers. */
 export interface ServiceHealthOptions {
-  /** Addresses to listen on; empty or absent = every address (kube-proxy with no --nodeport-addresses). */
+  /** Addresses to listen on (none: no listener); absent = every address (kube-proxy with no --nodeport-addresses). */
   nodeAddresses?: readonly string[];
   /** The proxy's own health (ignoring node eligibility), reported as serviceProxyHealthy. */
   proxyHealth?: { isHealthy(): boolean };
   /** This node's name, for error messages. */
   hostname?: string;
+}
+
+/**
+ * Where health-check node ports listen, as kube-proxy's service health server: with
+ * --nodeport-addresses CIDRs of the primary IP family (IPv6 when --bind-address is IPv6), on the
+ * local addresses in them; otherwise (none given, none of that family, `primary`) on every address.
+ */
+export function healthCheckAddresses(local: string[], wanted: Config['nodePortAddresses'], bindAddress: string | undefined): string[] | undefined {
+  if (wanted.length === 0 || wanted[0] === 'primary') return undefined;
+  const own = cidrsOfFamily(wanted, bindAddress && familyOf(bindAddress) === 'ipv6' ? 'ipv6' : 'ipv4');
+  return own.length === 0 ? undefined : local.filter((a) => own.some((c) => inCidr(a, c)));
 }
 
 /** The addresses of one IP family, opened (or closed) together. */
@@ -82,9 +95,9 @@ export class ServiceHealthServers {
   #queue: Promise<unknown> = Promise.resolve();
 
   constructor(options: ServiceHealthOptions = {}) {
-    const given = options.nodeAddresses ?? [];
-    const ofFamily = (f: 4 | 6): string[] => given.filter((a) => (ipFamily(a) === 6 ? 6 : 4) === f);
-    this.#groups = given.length
+    const given = options.nodeAddresses;
+    const ofFamily = (f: 4 | 6): string[] => (given ?? []).filter((a) => (ipFamily(a) === 6 ? 6 : 4) === f);
+    this.#groups = given
       ? ([4, 6] as const).map((family) => ({ family, hosts: ofFamily(family), exact: false })).filter((g) => g.hosts.length > 0)
       : [{ family: 4, hosts: ['0.0.0.0'], exact: true }, { family: 6, hosts: ['::'], exact: true }];
     this.#proxyHealth = options.proxyHealth;

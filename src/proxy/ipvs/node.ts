@@ -3,19 +3,26 @@
 import type { Config } from '../../config.js';
 import type { IpvsClient } from '../../kernel/ipvs/client.js';
 import type { LinkClient } from '../../kernel/link.js';
-import { inCidr } from '../../model/ip.js';
+import { cidrsOfFamily, familyOf, inCidr } from '../../model/ip.js';
 import type { ObjectError } from '../../model/service.js';
 import { applySysctls, conntrackSysctls, ipvsSysctls } from './sysctl.js';
 import type { NodeAddresses } from './verify.js';
 
-/** The local addresses NodePorts listen on: those in the --nodeport-addresses CIDRs, the Node object's (`primary`), or all. */
+/**
+ * The local addresses NodePorts listen on: those in the --nodeport-addresses CIDRs, the Node
+ * object's (`primary`), or all. As kube-proxy's per-family NodePortAddresses, an IP family none of
+ * the CIDRs is of listens on all of its addresses.
+ */
 export function nodePortAddresses(local: string[], wanted: Config['nodePortAddresses'], nodeIPs: () => readonly string[]): string[] {
   if (wanted.length === 0) return local;
   if (wanted[0] === 'primary') {
     const ips = nodeIPs();
     return local.filter((a) => ips.includes(a));
   }
-  return local.filter((a) => wanted.some((c) => inCidr(a, c)));
+  return local.filter((a) => {
+    const own = cidrsOfFamily(wanted, familyOf(a));
+    return own.length === 0 || own.some((c) => inCidr(a, c));
+  });
 }
 
 /** The node's addresses but `dummyName`'s, and those NodePorts listen on. */
