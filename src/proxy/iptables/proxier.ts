@@ -14,7 +14,7 @@ import type { IpvsClient } from '../../kernel/ipvs/client.js';
 import { defaultIsOwned, planRestore, type Iptables, type TableSpec } from '../../kernel/iptables.js';
 import { DEFAULT_DUMMY_LINK, type LinkClient } from '../../kernel/link.js';
 import type { Logger } from '../../log.js';
-import { cidrsOfFamily, familyOf, type Family } from '../../model/ip.js';
+import { familyOf, type Family } from '../../model/ip.js';
 import type { ServicePortInfo } from '../../model/service.js';
 import type { ProxyHealth } from '../../server/health.js';
 import type { ProxyMetrics } from '../../server/metrics.js';
@@ -25,7 +25,7 @@ import { ChangeTracker } from '../changetracker.js';
 import { nodeZone } from '../topology.js';
 import { ErrorReporter, EVENT_REASON, healthCheckErrors, trackerHandler } from '../handler.js';
 import { formatCidr, parseCidr } from '../ipvs/desired-net.js';
-import { nodePortAddresses } from '../ipvs/node.js';
+import { nodePortAddresses, nodePortsOnAll } from '../ipvs/node.js';
 import { masqueradeMark } from '../ipvs/rules.js';
 import { applySysctls, conntrackSysctls } from '../ipvs/sysctl.js';
 import { UdpConntrack, type ConntrackRunner } from '../conntrack.js';
@@ -164,7 +164,7 @@ export class IptablesProxier {
       masqueradeMark: masqueradeMark(config.masqueradeBit),
       clusterCIDR: cidr ? formatCidr(cidr) : null,
       // null: every local address (kube-proxy's per family: no CIDR of this family given).
-      nodePortAddresses: config.nodePortAddresses.length === 0 || (config.nodePortAddresses[0] !== 'primary' && cidrsOfFamily(config.nodePortAddresses, f).length === 0) ? null : this.nodePortAddresses.filter((a) => familyOf(a) === f),
+      nodePortAddresses: nodePortsOnAll(config.nodePortAddresses, f) ? null : this.nodePortAddresses.filter((a) => familyOf(a) === f),
       nodeIPs: this.nodeIPs.filter((a) => familyOf(a) === f),
       largeCluster: fs.largeCluster,
       dropInvalid: this.dropInvalid,

@@ -19,10 +19,12 @@ export function nodePortAddresses(local: string[], wanted: Config['nodePortAddre
     const ips = nodeIPs();
     return local.filter((a) => ips.includes(a));
   }
-  return local.filter((a) => {
-    const own = cidrsOfFamily(wanted, familyOf(a));
-    return own.length === 0 || own.some((c) => inCidr(a, c));
-  });
+  return local.filter((a) => nodePortsOnAll(wanted, familyOf(a)) || wanted.some((c) => inCidr(a, c)));
+}
+
+/** Whether an IP family serves node ports on all of its local addresses: no --nodeport-addresses, or no CIDR of that family. */
+export function nodePortsOnAll(wanted: Config['nodePortAddresses'], family: ReturnType<typeof familyOf>): boolean {
+  return wanted.length === 0 || (wanted[0] !== 'primary' && cidrsOfFamily(wanted, family).length === 0);
 }
 
 /** The node's addresses but `dummyName`'s, and those NodePorts listen on. */
