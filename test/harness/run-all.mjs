@@ -8,7 +8,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, readdirSync, readlinkSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { basename, dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, relative, resolve } from 'node:path';
 import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { ensureTools } from '../tools/build.mjs';
@@ -172,12 +172,25 @@ const runners = {
 };
 
 /** Reads a phase's json report into counts; file-level errors (a suite that failed with no failing test) count as failed. */
+function firstLine(text) {
+  const line = String(text ?? '').split('\n').find((l) => l.trim() !== '') ?? '(no message)';
+  return line.trim().slice(0, 300);
+}
+
 function readCounts(phase) {
   const r = JSON.parse(readFileSync(report(phase), 'utf8'));
   renameSync(report(phase), join(RESULTS, `${phase}.json`));
   const fileErrors = (r.testResults ?? []).filter((f) => f.status === 'failed'
     && !(f.assertionResults ?? []).some((t) => t.status === 'failed')).length;
+  // Named in the summary, so a CI log that keeps only its tail still says what failed.
+  const failures = (r.testResults ?? []).flatMap((f) => {
+    const file = relative(process.cwd(), f.name ?? '');
+    const failed = (f.assertionResults ?? []).filter((t) => t.status === 'failed');
+    if (f.status === 'failed' && failed.length === 0) return [`${file}: ${firstLine(f.message)}`];
+    return failed.map((t) => `${file} > ${t.fullName ?? t.title}: ${firstLine((t.failureMessages ?? [])[0])}`);
+  });
   return {
+    failures,
     passed: r.numPassedTests ?? 0,
     failed: (r.numFailedTests ?? 0) + fileErrors,
     skipped: (r.numPendingTests ?? 0) + (r.numTodoTests ?? 0),
@@ -224,6 +237,7 @@ for (const { phase, error, counts, seconds } of summary) {
   const line = `${c.passed} passed, ${c.failed} failed${c.skipped ? `, ${c.skipped} skipped` : ''}`
     + (c.fileErrors ? ` (${c.fileErrors} file errors)` : '');
   process.stdout.write(`[${phase}] ${error ? `FAILED: ${error}` : line}${error && counts ? `; ${line}` : ''} (${seconds.toFixed(1)} s)\n`);
+  for (const failure of c.failures ?? []) process.stdout.write(`[${phase}]   FAILED ${failure}\n`);
 }
 const ok = summary.every((s) => s.error === null && s.code === 0) && total.failed === 0;
 process.stdout.write(`tests: ${total.passed} passed, ${total.failed} failed${total.skipped ? `, ${total.skipped} skipped` : ''}\n`);
