@@ -16,7 +16,8 @@
         "native/schemas_ipvs.cc",
         "native/schemas_rtnl.cc",
         "native/socket.cc",
-        "native/table.cc"
+        "native/table.cc",
+        "native/xtables.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
       "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_DISABLE_DEPRECATED"],

@@ -10,6 +10,7 @@
 #include "js_common.h"
 #include "js_socket.h"
 #include "table.h"
+#include "xtables.h"
 
 namespace kip {
 namespace {
@@ -112,6 +113,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("decodeTable", Napi::Function::New<DecodeTable>(env, "decodeTable"));
   exports.Set("errnoName", Napi::Function::New<ErrnoName>(env, "errnoName"));
   exports.Set("schemaNames", Napi::Function::New<SchemaNames>(env, "schemaNames"));
+  exports.Set("xtablesTable", initXtables(env));
   exports.Set("constants", constants(env));
   return exports;
 }

@@ -7,6 +7,7 @@
 #include <linux/netfilter/ipset/ip_set.h>
 #include <linux/netfilter/ipset/ip_set_bitmap.h>
 #include <linux/netfilter/ipset/ip_set_hash.h>
+#include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
@@ -201,6 +202,15 @@ Napi::Object ipsetConstants(Napi::Env env) {
   return o;
 }
 
+// nf_tables: only its generation, which every ruleset change moves (iptables-nft included).
+Napi::Object nftConstants(Napi::Env env) {
+  Napi::Object o = Napi::Object::New(env);
+  KIP_CONST(o, NFNL_SUBSYS_NFTABLES);
+  KIP_CONST(o, NFT_MSG_GETGEN);
+  KIP_CONST(o, NFT_MSG_NEWGEN);
+  return o;
+}
+
 }  // namespace
 
 Napi::Object constants(Napi::Env env) {
@@ -210,6 +220,7 @@ Napi::Object constants(Napi::Env env) {
   o.Set("ipvs", ipvsConstants(env));
   o.Set("ipset", ipsetConstants(env));
   o.Set("rtnl", rtnlConstants(env));
+  o.Set("nft", nftConstants(env));
   return o;
 }
 

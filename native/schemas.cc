@@ -11,6 +11,7 @@ static const RootSchema* const kRoots[] = {
     &kIpvsInfoRoot,
     &kIpsetRoot,
     &kIpsetAdtRoot,
+    &kNftGenRoot,
     &kRtnlLinkRoot,
     &kRtnlAddrRoot,
 };

@@ -11,6 +11,7 @@ extern const RootSchema kIpvsRoot;
 extern const RootSchema kIpvsInfoRoot;
 extern const RootSchema kIpsetRoot;
 extern const RootSchema kIpsetAdtRoot;
+extern const RootSchema kNftGenRoot;
 extern const RootSchema kRtnlLinkRoot;
 extern const RootSchema kRtnlAddrRoot;
 

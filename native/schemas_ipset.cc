@@ -1,4 +1,4 @@
-// ipset (nfnetlink subsystem NFNL_SUBSYS_IPSET) tables: struct nfgenmsg + IPSET_ATTR_*.
+// ipset (nfnetlink subsystem NFNL_SUBSYS_IPSET) tables: struct nfgenmsg + IPSET_ATTR_*; at the end, nf_tables' generation.
 // NOTE: byte orders and flags follow net/netfilter/ipset/ip_set_core.c and the set types
 // (ip_set_hash_gen.h, ip_set_bitmap_port.c): every multi-byte integer is big-endian and the
 // kernel rejects it (IPSET_ERR_PROTOCOL) unless NLA_F_NET_BYTEORDER is set
@@ -12,6 +12,7 @@
 // ours to choose; we send it big-endian with NLA_F_NET_BYTEORDER, as ipset(8) does.
 #include <linux/if.h>
 #include <linux/netfilter/ipset/ip_set.h>
+#include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netlink.h>
 
@@ -119,5 +120,14 @@ KIP_SCHEMA(kAdtCmd, "ipset.adt", kAdtCmdAttrs);
 
 const RootSchema kIpsetRoot = {"ipset", &kNfgenHeader, &kCmd};
 const RootSchema kIpsetAdtRoot = {"ipset.adt", &kNfgenHeader, &kAdtCmd};
+
+// nf_tables' GETGEN / NEWGEN (the other nfnetlink subsystem read here): the ruleset generation.
+static const AttrSpec kNftGenAttrs[] = {
+    KIP_ATTR(NFTA_GEN_ID, BE32, "id"),
+    KIP_ATTR(NFTA_GEN_PROC_PID, BE32, "procPid"),
+    KIP_ATTR(NFTA_GEN_PROC_NAME, STRING, "procName"),
+};
+KIP_SCHEMA(kNftGen, "nft.gen", kNftGenAttrs);
+const RootSchema kNftGenRoot = {"nft.gen", &kNfgenHeader, &kNftGen};
 
 }  // namespace kip

@@ -1,6 +1,7 @@
 import { defaultBinaries, detectBackend, type Binaries, type DetectOptions } from './iptables/backend.js';
 import { IptablesError, restoreError } from './iptables/errors.js';
 import { spawnExec, type Exec, type ExecOptions, type ExecResult } from './exec.js';
+import { kernelGeneration, type GenerationReader } from './iptables/generation.js';
 import { emptyPlan, hasJumpText, NFT_BATCH_RULES, planRestore, renderSections, type RestorePlan, type Section } from './iptables/restore.js';
 import { ownedLines, parseSave } from './iptables/save.js';
 import { ruleTarget } from './iptables/syntax.js';
@@ -10,6 +11,7 @@ import { SerialQueue } from '../serial.js';
 
 export * from './iptables/backend.js';
 export * from './iptables/errors.js';
+export * from './iptables/generation.js';
 export * from './exec.js';
 export * from './iptables/restore.js';
 export * from './iptables/save.js';
@@ -56,6 +58,8 @@ export interface IptablesOptions {
   batchRules?: number;
   /** Command runner; default {@link spawnExec}. */
   exec?: Exec;
+  /** Reads the kernel's token of some tables (see generation()); default the kernel's, none (null) with a given `exec`. */
+  generation?: GenerationReader | null;
 }
 
 /** The owned rules of some tables as iptables-save lines, for `kube-ipvs-proxy inspect`. */
@@ -75,6 +79,7 @@ export class Iptables {
   private readonly timeoutMs: number;
   private readonly queue = new SerialQueue();
   private readonly written = new WrittenChains();
+  private readonly readGeneration: GenerationReader | null;
 
   /** A driver with a known backend; {@link Iptables.create} detects one. */
   constructor(backend: Backend, opts: Omit<IptablesOptions, 'backend' | 'detect'> = {}) {
@@ -83,6 +88,8 @@ export class Iptables {
     this.binaries = { ...defaultBinaries(backend, this.family), ...opts.binaries };
     this.isOwned = opts.isOwned ?? defaultIsOwned;
     this.exec = opts.exec ?? spawnExec;
+    // A runner given in place of the real commands means the tables are not this kernel's.
+    this.readGeneration = opts.generation !== undefined ? opts.generation : opts.exec ? null : kernelGeneration;
     this.wait = String(opts.waitSeconds ?? 5);
     this.env = opts.lockFile === undefined ? undefined : { ...process.env, XTABLES_LOCKFILE: opts.lockFile };
     this.timeoutMs = opts.timeoutMs ?? 60_000;
@@ -111,6 +118,15 @@ export class Iptables {
       throw new IptablesError('EEXEC', `${file}: killed by ${r.signal ?? 'signal'}`, { op: file, table, stderr: r.stderr });
     }
     return { ...r, code: r.code };
+  }
+
+  /**
+   * A token that is the same on two reads only if none of `tables` changed in between (nft: the
+   * ruleset generation; legacy: the tables' rules, counters aside), read without a process; null
+   * where it cannot be read. It says nothing of what the rules are: that is saveOwned()'s.
+   */
+  generation(tables: readonly Table[]): Promise<string | null> {
+    return this.readGeneration ? this.readGeneration(this.backend, this.family, tables) : Promise.resolve(null);
   }
 
   /** Reads one table with `iptables-save -t TABLE` (an absent table reads as empty). */

@@ -129,6 +129,12 @@ export interface NativeAddon {
   schemaNames(): string[];
   /** Returns unused memory to the kernel: V8 (full: a blocking compacting GC; else an incremental one) and glibc (malloc_trim). */
   releaseMemory(full: boolean): void;
+  /**
+   * One legacy iptables table as the kernel holds it (getsockopt SO_GET_INFO / SO_GET_ENTRIES),
+   * every rule's counters zeroed: equal bytes, same rules. Rejects with code (ENOENT: no such
+   * table) and syscall.
+   */
+  xtablesTable(family: 4 | 6, table: string): Promise<Buffer>;
   constants: Record<string, ConstantGroup>;
 }
 
