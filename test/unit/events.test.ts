@@ -254,7 +254,7 @@ describe('IpvsProxier → Events over HTTP', () => {
     ipvs.schedulers.delete('mh'); // the kernel lacks the module: ENOENT on add
     const link = new FakeLinkClient();
     link.addLink('eth0', null, true, ['192.0.2.10']);
-    const iptables = { sync: async () => [], saveOwned: async () => new Map() } as unknown as Iptables;
+    const iptables = { sync: async () => [], saveOwned: async () => new Map(), generation: async () => null } as unknown as Iptables;
     const rec = recorder();
     const text: string[] = [];
     const proxier = new IpvsProxier({

@@ -212,6 +212,8 @@ export interface VerifyReport {
   repaired: number;
   ops: number;
   iptablesRestores: number;
+  /** iptables-save runs: none while the kernel's token of the tables stays (IptablesKeeper). */
+  iptablesSaves: number;
   errors: number;
   /** Ops that found the kernel changed since the step's read (ApplyResult.drift): compared again by the next sync. */
   drift: number;
@@ -287,7 +289,7 @@ export class Verifier {
   async run(paced: boolean, first?: ReadonlySet<VirtualServerId>): Promise<VerifyReport> {
     const h = this.host;
     const t0 = h.now();
-    const r: VerifyReport = { durationMs: 0, steps: 0, repaired: 0, ops: 0, iptablesRestores: 0, errors: 0, drift: 0, maxHoldMs: 0 };
+    const r: VerifyReport = { durationMs: 0, steps: 0, repaired: 0, ops: 0, iptablesRestores: 0, iptablesSaves: 0, errors: 0, drift: 0, maxHoldMs: 0 };
     const held = (kind: string, fn: () => Promise<void>): Promise<void> =>
       h.serial(async () => {
         const t = h.now();
@@ -380,7 +382,9 @@ export class Verifier {
       await pause('iptables');
       const prints = await h.iptables.read(await h.rules()); // iptables-save outside the queue
       await held('iptables', async () => {
-        r.iptablesRestores += (await h.iptables.sync(await h.rules(), true, prints)).restores;
+        const done = await h.iptables.sync(await h.rules(), true, prints);
+        r.iptablesRestores += done.restores;
+        r.iptablesSaves += done.saves;
       });
       this.#stepMs.set('iptables', Math.max(0, h.now() - stepAt));
     } finally {

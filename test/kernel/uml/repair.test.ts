@@ -70,13 +70,15 @@ describe('repair of owned objects', () => {
 });
 
 describe('periodic verification', () => {
-  it('a no-change period makes no kernel writes and no iptables-restore', async () => {
+  it('a no-change period makes no kernel writes and runs no iptables-save or -restore', async () => {
     const before = d.log.length;
     await waitFor('two verifications', () => lines(d.log.slice(before), /verified/) >= 2, 3 * PERIOD_MS + 5_000);
     const verified = d.log.slice(before).split('\n').filter((l) => /verified/.test(l));
     process.stdout.write(`${verified.join('\n')}\n`);
     expect(verified.at(-1)).toMatch(/"?ops"?[=:]\s*0\b/);
     expect(verified.at(-1)).toMatch(/"?iptablesRestores"?[=:]\s*0\b/);
+    // the legacy tables' rules, read without a process, are what they were when last found right
+    expect(verified.at(-1)).toMatch(/"?iptablesSaves"?[=:]\s*0\b/);
   });
 });
 
@@ -118,6 +120,7 @@ describe('restart over the programmed kernel', () => {
     process.stdout.write(`restart: ${verified}\n`);
     expect(verified).toMatch(/\bops=0\b/);
     expect(verified).toMatch(/\biptablesRestores=0\b/);
+    expect(verified).toMatch(/\biptablesSaves=0\b/); // the token kept in the state directory still holds
     expect(verified).not.toMatch(/readFirst/); // the stopped daemon's record matched: nothing to read first
     expect(served('tcp:10.96.0.10:80')).toBe(true);
   });

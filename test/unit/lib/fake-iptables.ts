@@ -11,6 +11,8 @@ export interface FakeIptables {
   saves: number;
   /** The owned rules "in the kernel" (set to '' to simulate a deleted chain). */
   rules: string;
+  /** The kernel's token (Iptables.generation()), moved by each sync(); null: none readable. */
+  generation: number | null;
 }
 
 /** A fake Iptables driver; see the file comment. */
@@ -19,12 +21,15 @@ export function fakeIptables(): FakeIptables {
     restores: 0,
     saves: 0,
     rules: '',
+    generation: null,
     ipt: {
       sync: async (spec: TableSpec[]) => {
         f.restores++;
         f.rules = JSON.stringify(spec);
+        if (f.generation !== null) f.generation++;
         return [];
       },
+      generation: async () => (f.generation === null ? null : `gen:${f.generation}`),
       saveOwned: async () => {
         f.saves++;
         return { backend: 'legacy', nat: [f.rules], filter: [] };
