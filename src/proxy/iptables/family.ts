@@ -1,6 +1,8 @@
 // One family's part of an iptables-mode sync: its rules and what was last restored, the full
 // sync through the driver, the partial sync as one restore, and the cleanup of an idle family.
-import type { Iptables, TableSpec } from '../../kernel/iptables.js';
+import { createHash } from 'node:crypto';
+
+import type { Iptables, Table, TableSpec } from '../../kernel/iptables.js';
 import type { Logger } from '../../log.js';
 import type { Family } from '../../model/ip.js';
 import { removeStaleJumps } from './leftovers.js';
@@ -14,6 +16,8 @@ export interface FamilySyncReport {
   chains: number;
   /** Service chains deleted (partial syncs only; a full sync deletes through the driver). */
   deleted: number;
+  /** A full sync that found the kernel's token of the tables where the last one left it, with the same rules: no iptables-save. */
+  unchanged?: true;
 }
 
 /** One family's rules and what the kernel holds of them. */
@@ -28,14 +32,31 @@ export interface FamilyState {
   /** A full sync of this family succeeded (after that, only partial syncs until the period ends). */
   synced: boolean;
   largeCluster: boolean;
+  /** After a full sync that wrote nothing: the tables' token (Iptables.generation()) and a hash of the rules it compared; null otherwise. */
+  clean?: { token: string; rules: string } | null;
 }
 
 /**
- * Full sync of one family through the driver: owned chains made exactly the desired ones.
- * `switching`: another mode's leftovers are not removed yet (its jumps into shared chains go too).
+ * Full sync of one family through the driver: owned chains made exactly the desired ones; no
+ * iptables-save at all while the tables' token and the rules are those of the last full sync that
+ * wrote nothing (the token read before and after it agreed). `switching`: another mode's leftovers
+ * are not removed yet (its jumps into shared chains go too).
  */
 export async function syncFamilyFull(fs: FamilyState, specs: TableSpec[], switching: boolean, logger: Logger): Promise<FamilySyncReport> {
+  const tables = [...new Set(specs.map((t) => t.table))] as Table[];
+  const rules = createHash('sha256').update(JSON.stringify(specs)).digest('base64');
+  const before = await fs.ipt.generation(tables);
+  const clean = fs.clean;
+  fs.clean = null;
+  if (!switching && before !== null && clean?.token === before && clean.rules === rules) {
+    fs.clean = clean;
+    fs.dirty.clear();
+    return { rules: 0, chains: 0, deleted: 0, unchanged: true };
+  }
   const plans = await fs.ipt.sync(specs);
+  const wrote = plans.some((p) => p.written.length + p.deletedChains.length + p.addedJumps.length + p.removedRules.length > 0);
+  const after = before === null || wrote ? null : await fs.ipt.generation(tables);
+  if (after !== null && after === before) fs.clean = { token: before!, rules };
   fs.written = new Map([...fs.rules].map(([k, r]) => [k, r.chains.map((c) => c.name)]));
   fs.dirty.clear();
   fs.synced = true;
@@ -57,6 +78,7 @@ export async function syncFamilyFull(fs: FamilyState, specs: TableSpec[], switch
 
 /** Partial sync of one family: fixed chains plus the dirty services' chains, one restore. */
 export async function syncFamilyPartial(fs: FamilyState, ctx: RulesContext, ordered: ServiceRules[]): Promise<FamilySyncReport> {
+  fs.clean = null;
   const fixed = fixedChains(ctx, ordered);
   const changed = [];
   const deleted: string[] = [];

@@ -4,7 +4,8 @@
 // fixed chains and only the changed services' chains; a full sync (at start, after a failure and
 // every sync period) goes through the driver: one iptables-save, then one iptables-restore that
 // makes the owned chains exactly the desired ones, jumps ensured, rewriting only the chains that
-// do not read back as written (none when nothing changed, so no restore at all).
+// do not read back as written (none when nothing changed, so no restore at all; nor a save while
+// the tables' token shows them as the last full sync left them).
 import { existsSync, readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 

@@ -155,6 +155,21 @@ describe('the daemon in iptables mode', () => {
     await waitFor('the flow to move off the removed endpoint', () => ask() !== pinned, 10_000);
   });
 
+  it('a periodic full sync over unchanged tables runs no iptables-save; a rule deleted by hand is back at the next one', async () => {
+    const fullSyncs = (from: number) => d.log.slice(from).split('\n').filter((l) => /synced/.test(l) && /full=true/.test(l));
+    let mark = d.log.length;
+    // The first full sync after a partial one reads the tables (and keeps their token), the next ones need not.
+    await waitFor('a periodic full sync that found the tables unchanged', () => fullSyncs(mark).some((l) => /unchanged=true/.test(l)), 25_000);
+    const portal = save().split('\n').find((l) => /^-A KUBE-SERVICES .*demo\/web:http cluster IP/.test(l))!;
+    expect(portal).toBeDefined();
+    sh('iptables-nft', '-t', 'nat', '-D', ...portal.slice(3).match(/"[^"]*"|\S+/g)!.map((t) => t.replace(/^"|"$/g, '')));
+    expect(save()).not.toContain(portal);
+    mark = d.log.length;
+    await waitFor('the deleted rule back', () => save().includes(portal), 15_000);
+    expect(fullSyncs(mark)[0]).not.toMatch(/unchanged/);
+    expect(Object.keys(fromClient(12, 'tcp:10.96.0.10:80')).length).toBeGreaterThan(0);
+  });
+
   it('a restart keeps the rules in place and the chain names; `--proxy-mode ipvs` without IPVS falls back', async () => {
     const names = serviceChainNames();
     expect(await d.stop()).toBe(0);
