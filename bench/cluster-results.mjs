@@ -64,24 +64,33 @@ export function peerRows({ results, endpoints }) {
     const rate = (x) => (x.churn.rate < 45 ? `, ${x.churn.rate.toFixed(0)} changes/s reached` : '');
     const synced = (x) => (x.readyMs === undefined ? '' : ` (first sync done ${s(x.readyMs)})`);
     const perK = (x) => x.churn.cpuMs / x.churn.n; // CPU ms per change = CPU s per 1,000 changes
+    // [needed figure, id, benchmark, ours, kube-proxy's, ratio and goal]; the last two read kube-proxy's figures.
     const figures = [
-      ['cold', () => ({ ...at('cold'), benchmark: 'vs kube-proxy: cold start, spawn → every virtual and real server in the kernel (UML), median', ours: `${s(o.cold)}${synced(o)}`, reference: `kube-proxy ${s(k.cold)}${synced(k)}; \`ipvsadm-restore\` ${s(r.restore)}`, ...ratioGoal(PEER_GOAL.cold[n], o.cold, k.cold) })],
-      ['restart', () => ({ ...at('restart'), benchmark: 'vs kube-proxy: restart over the programmed kernel, a change made while down in the kernel (UML)', ours: s(o.restart.usefulMs), reference: `kube-proxy ${s(k.restart.usefulMs)}`, ratio: q(o.restart.usefulMs, k.restart.usefulMs) })],
-      ['one', () => ({ ...at('one-change'), benchmark: 'vs kube-proxy: one change, event → kernel, p99 (UML)', ours: `${ms(o.one.p99)} (p50 ${ms(o.one.p50)})`, reference: `kube-proxy ${ms(k.one.p99)} (p50 ${ms(k.one.p50)})`, ...ratioGoal(PEER_GOAL.one, o.one.p99, k.one.p99) })],
-      ['churn', () => ({ ...at('churn'), benchmark: 'vs kube-proxy: churn at 50 changes/s, event → kernel, p99 (UML)', ours: `${ms(o.churn.p99)} (p50 ${ms(o.churn.p50)})${rate(o)}`, reference: `kube-proxy ${ms(k.churn.p99)} (p50 ${ms(k.churn.p50)})${rate(k)}`, ratio: q(o.churn.p99, k.churn.p99) })],
-      ['churn', () => ({ ...at('churn-cpu'), benchmark: 'vs kube-proxy: CPU seconds per 1,000 changes in that churn, with exited children (UML)', ours: `${perK(o).toFixed(2)} s`, reference: `kube-proxy ${perK(k).toFixed(2)} s`, ...ratioGoal(PEER_GOAL.cpu, perK(o), perK(k)) })],
-      ['periodic', () => ({
-        ...at('no-change'), benchmark: 'vs kube-proxy: a 10 s sync period without changes, per period: kernel writes, processes created (system-wide), CPU (UML)',
-        ours: `${o.periodic.kernelOps.toFixed(0)} writes, ${o.periodic.forks.toFixed(1)} processes, CPU ${s(o.periodic.cpuMs)}`,
-        reference: `kube-proxy: ${k.periodic.forks.toFixed(1)} processes (${Object.entries(k.periodic.execs).map(([c, v]) => `${c} ×${v.toFixed(0)}`).join(', ')}), CPU ${s(k.periodic.cpuMs)}`,
-        ratio: `CPU ${q(o.periodic.cpuMs, k.periodic.cpuMs)}`,
-        goal: goal('0 writes, 0 processes', o.periodic.kernelOps === 0 && o.periodic.forks === 0),
-      })],
-      ['memCold', () => ({ ...at('rss'), benchmark: 'vs kube-proxy: RSS 3 s after the cold start\'s first sync (UML)', ours: MiB(o.memCold), reference: `kube-proxy ${MiB(k.memCold)}`, ...ratioGoal(PEER_GOAL.rss[n], o.memCold, k.memCold) })],
-      ['memChurn', () => ({ ...at('rss-churn'), benchmark: 'vs kube-proxy: RSS after the churn (UML)', ours: MiB(o.memChurn), reference: `kube-proxy ${MiB(k.memChurn)}`, ratio: q(o.memChurn, k.memChurn) })],
+      ['cold', 'cold', 'vs kube-proxy: cold start, spawn → every virtual and real server in the kernel (UML), median', () => `${s(o.cold)}${synced(o)}`, () => `kube-proxy ${s(k.cold)}${synced(k)}; \`ipvsadm-restore\` ${s(r.restore)}`, () => ratioGoal(PEER_GOAL.cold[n], o.cold, k.cold)],
+      ['restart', 'restart', 'vs kube-proxy: restart over the programmed kernel, a change made while down in the kernel (UML)', () => s(o.restart.usefulMs), () => `kube-proxy ${s(k.restart.usefulMs)}`, () => ({ ratio: q(o.restart.usefulMs, k.restart.usefulMs) })],
+      ['one', 'one-change', 'vs kube-proxy: one change, event → kernel, p99 (UML)', () => `${ms(o.one.p99)} (p50 ${ms(o.one.p50)})`, () => `kube-proxy ${ms(k.one.p99)} (p50 ${ms(k.one.p50)})`, () => ratioGoal(PEER_GOAL.one, o.one.p99, k.one.p99)],
+      ['churn', 'churn', 'vs kube-proxy: churn at 50 changes/s, event → kernel, p99 (UML)', () => `${ms(o.churn.p99)} (p50 ${ms(o.churn.p50)})${rate(o)}`, () => `kube-proxy ${ms(k.churn.p99)} (p50 ${ms(k.churn.p50)})${rate(k)}`, () => ({ ratio: q(o.churn.p99, k.churn.p99) })],
+      ['churn', 'churn-cpu', 'vs kube-proxy: CPU seconds per 1,000 changes in that churn, with exited children (UML)', () => `${perK(o).toFixed(2)} s`, () => `kube-proxy ${perK(k).toFixed(2)} s`, () => ratioGoal(PEER_GOAL.cpu, perK(o), perK(k))],
+      ['periodic', 'no-change', 'vs kube-proxy: a 10 s sync period without changes, per period: kernel writes, processes created (system-wide), CPU (UML)',
+        () => `${o.periodic.kernelOps.toFixed(0)} writes, ${o.periodic.forks.toFixed(1)} processes, CPU ${s(o.periodic.cpuMs)}`,
+        () => `kube-proxy: ${k.periodic.forks.toFixed(1)} processes (${Object.entries(k.periodic.execs).map(([c, v]) => `${c} ×${v.toFixed(0)}`).join(', ')}), CPU ${s(k.periodic.cpuMs)}`,
+        () => ({ ratio: `CPU ${q(o.periodic.cpuMs, k.periodic.cpuMs)}` })],
+      ['memCold', 'rss', 'vs kube-proxy: RSS 3 s after the cold start\'s first sync (UML)', () => MiB(o.memCold), () => `kube-proxy ${MiB(k.memCold)}`, () => ratioGoal(PEER_GOAL.rss[n], o.memCold, k.memCold)],
+      ['memChurn', 'rss-churn', 'vs kube-proxy: RSS after the churn (UML)', () => MiB(o.memChurn), () => `kube-proxy ${MiB(k.memChurn)}`, () => ({ ratio: q(o.memChurn, k.memChurn) })],
     ];
+    // Goals on this daemon's figure alone, marked even without kube-proxy's.
+    const own = { periodic: () => goal('0 writes, 0 processes', o.periodic.kernelOps === 0 && o.periodic.forks === 0) };
+    // kube-proxy whose first sync never ended: this daemon's figures, kube-proxy's marked not measured.
+    const unsynced = k.firstSyncTimeoutMs === undefined ? null : `kube-proxy: not measured (its first sync had not ended ${(k.firstSyncTimeoutMs / 60_000).toFixed(0)} min after its cold start)`;
     // A run stopped early: only the figures both sides have (the cold start is recorded before the other phases).
-    for (const [need, row] of figures) if (o[need] !== undefined && k[need] !== undefined) rows.push(row());
+    for (const [need, id, benchmark, ours, ref, ratio] of figures) {
+      if (o[need] === undefined) continue;
+      const both = k[need] !== undefined;
+      if (!both && (unsynced === null || need === 'cold')) continue;
+      const row = { ...at(id), benchmark, ours: ours(), reference: both ? ref() : unsynced, ...(both ? ratio() : { ratio: '–' }) };
+      if (own[need]) row.goal = own[need]();
+      rows.push(row);
+    }
   }
   return rows;
 }
