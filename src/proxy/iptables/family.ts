@@ -44,11 +44,11 @@ export interface FamilyState {
  */
 export async function syncFamilyFull(fs: FamilyState, specs: TableSpec[], switching: boolean, logger: Logger): Promise<FamilySyncReport> {
   const tables = [...new Set(specs.map((t) => t.table))] as Table[];
-  const rules = createHash('sha256').update(JSON.stringify(specs)).digest('base64');
+  const rules = (): string => createHash('sha256').update(JSON.stringify(specs)).digest('base64'); // hashed only where a token allows a skip
   const before = await fs.ipt.generation(tables);
   const clean = fs.clean;
   fs.clean = null;
-  if (!switching && before !== null && clean?.token === before && clean.rules === rules) {
+  if (!switching && before !== null && clean?.token === before && clean.rules === rules()) {
     fs.clean = clean;
     fs.dirty.clear();
     return { rules: 0, chains: 0, deleted: 0, unchanged: true };
@@ -56,7 +56,7 @@ export async function syncFamilyFull(fs: FamilyState, specs: TableSpec[], switch
   const plans = await fs.ipt.sync(specs);
   const wrote = plans.some((p) => p.written.length + p.deletedChains.length + p.addedJumps.length + p.removedRules.length > 0);
   const after = before === null || wrote ? null : await fs.ipt.generation(tables);
-  if (after !== null && after === before) fs.clean = { token: before!, rules };
+  if (after !== null && after === before) fs.clean = { token: before!, rules: rules() };
   fs.written = new Map([...fs.rules].map(([k, r]) => [k, r.chains.map((c) => c.name)]));
   fs.dirty.clear();
   fs.synced = true;

@@ -165,7 +165,8 @@ describe('the daemon in iptables mode', () => {
     sh('iptables-nft', '-t', 'nat', '-D', ...portal.slice(3).match(/"[^"]*"|\S+/g)!.map((t) => t.replace(/^"|"$/g, '')));
     expect(save()).not.toContain(portal);
     mark = d.log.length;
-    await waitFor('the deleted rule back', () => save().includes(portal), 15_000);
+    // Put back by the next full sync (or a partial one, which moves the token); its line is logged after the restore.
+    await waitFor('the deleted rule back, and a full sync logged', () => save().includes(portal) && fullSyncs(mark).length > 0, 15_000);
     expect(fullSyncs(mark)[0]).not.toMatch(/unchanged/);
     expect(Object.keys(fromClient(12, 'tcp:10.96.0.10:80')).length).toBeGreaterThan(0);
   });
