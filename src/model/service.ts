@@ -18,6 +18,9 @@ export const SERVICE_FLAGS = [
 /** A service flag. */
 export type ServiceFlag = (typeof SERVICE_FLAGS)[number];
 
+/** One frozen empty flag list for the virtual servers without flags (most; one array fewer per virtual server held). */
+export const NO_FLAGS = Object.freeze([]) as unknown as ServiceFlag[];
+
 /** A transport protocol as IPVS names it. */
 export type L4Protocol = 'tcp' | 'udp' | 'sctp';
 
@@ -32,7 +35,7 @@ export interface ServicePortName {
 
 /** `namespace/name:port/protocol`, the key of everything per service port. */
 export function portNameKey(p: ServicePortName): string {
-  return `${p.namespace}/${p.name}:${p.port}/${p.protocol}`;
+  return [p.namespace, '/', p.name, ':', p.port, '/', p.protocol].join(''); // one flat string: a template literal is a tree of parts, held per key
 }
 
 /** Everything the proxy needs to know about one Service port. */

@@ -4,7 +4,7 @@
 import type { EndpointSlice, Node, Service } from '../model/k8s.js';
 import { portNameKey, type EndpointInfo, type NodeInfo, type ObjectError, type ProxyState, type ServicePortInfo } from '../model/service.js';
 import { servicePortsOf } from './service-ports.js';
-import { mergeSlices, NO_ENDPOINTS, NO_HINTS, sameEndpoints, serviceOfSlice, sharedName, sliceEndpoints, sliceErrors } from './slice-endpoints.js';
+import { Endpoint, endpointFlags, mergeSlices, NO_ENDPOINTS, NO_HINTS, sameEndpoints, serviceOfSlice, sharedName, sliceEndpoints, sliceErrors } from './slice-endpoints.js';
 import { nodeZone } from './topology.js';
 
 /**
@@ -42,29 +42,15 @@ export type TrackerEntry =
   | ['sliceErrors', string, ObjectError[]];
 
 function packEndpoint(ep: EndpointInfo): PackedEndpoint {
-  const flags = (ep.ready ? 1 : 0) | (ep.serving ? 2 : 0) | (ep.terminating ? 4 : 0) | (ep.isLocal ? 8 : 0) | (ep.family === 'ipv6' ? 16 : 0);
-  const p: PackedEndpoint = [ep.address, ep.port, flags, ep.nodeName, ep.zone];
+  const p: PackedEndpoint = [ep.address, ep.port, endpointFlags(ep.ready, ep.serving, ep.terminating, ep.isLocal, ep.family), ep.nodeName, ep.zone];
   const zoneHints = ep.zoneHints ?? NO_HINTS;
   const nodeHints = ep.nodeHints ?? NO_HINTS;
   if (zoneHints.length > 0 || nodeHints.length > 0) p.push(zoneHints, nodeHints);
   return p;
 }
 
-function unpackEndpoint([address, port, flags, nodeName, zone, zoneHints, nodeHints]: PackedEndpoint): EndpointInfo {
-  return {
-    address,
-    port,
-    family: flags & 16 ? 'ipv6' : 'ipv4',
-    ready: (flags & 1) !== 0,
-    serving: (flags & 2) !== 0,
-    terminating: (flags & 4) !== 0,
-    nodeName: sharedName(nodeName ?? undefined),
-    zone: sharedName(zone ?? undefined),
-    isLocal: (flags & 8) !== 0,
-    zoneHints: zoneHints?.length ? zoneHints : NO_HINTS,
-    nodeHints: nodeHints?.length ? nodeHints : NO_HINTS,
-  };
-}
+const unpackEndpoint = ([address, port, flags, nodeName, zone, zoneHints, nodeHints]: PackedEndpoint): EndpointInfo =>
+  new Endpoint(address, port, flags, sharedName(nodeName ?? undefined), sharedName(zone ?? undefined), zoneHints ?? NO_HINTS, nodeHints ?? NO_HINTS);
 
 /**
  * Tracks Services, EndpointSlices and this Node (same calls as SourceHandler) and keeps the
@@ -78,9 +64,11 @@ export class ChangeTracker {
   readonly #serviceErrors = new Map<string, ObjectError[]>();
   /** Per slice: its Service and its endpoints per port key (the slice object itself is not kept). */
   readonly #slices = new Map<string, { service: string | null; endpoints: ReadonlyMap<string, EndpointInfo[]> }>();
-  readonly #slicesByService = new Map<string, Set<string>>();
+  /** The slice keys of each Service: one key as itself (most Services have one slice), more as a Set. */
+  readonly #slicesByService = new Map<string, string | Set<string>>();
   readonly #sliceErrors = new Map<string, ObjectError[]>();
-  readonly #endpointKeys = new Map<string, string[]>();
+  /** The port keys with endpoints of each Service (one as itself). */
+  readonly #endpointKeys = new Map<string, string | string[]>();
   readonly #endpoints = new Map<string, readonly EndpointInfo[]>();
   #node: NodeInfo | null = null;
   #changed = new Set<string>();
@@ -137,18 +125,14 @@ export class ChangeTracker {
     const errors = slice === null ? [] : sliceErrors(slice);
     if (errors.length > 0) this.#sliceErrors.set(key, errors);
     else this.#sliceErrors.delete(key);
-    if (prev?.service != null) this.#slicesByService.get(prev.service)?.delete(key);
+    if (prev?.service != null) this.#dropSlice(prev.service, key);
     if (slice === null) this.#slices.delete(key);
     else {
       const slash = service?.indexOf('/') ?? -1;
       const endpoints = service === null ? NO_ENDPOINTS : sliceEndpoints(service.slice(0, slash), service.slice(slash + 1), slice, this.#nodeName, prev?.endpoints);
       this.#slices.set(key, { service: service === prev?.service ? prev.service : service, endpoints });
     }
-    if (service !== null) {
-      let set = this.#slicesByService.get(service);
-      if (set === undefined) this.#slicesByService.set(service, (set = new Set()));
-      set.add(key);
-    }
+    if (service !== null) this.#addSlice(service, key);
     if (prev?.service != null && prev.service !== service) this.#recompute(prev.service);
     if (service !== null) this.#recompute(service);
   }
@@ -170,11 +154,25 @@ export class ChangeTracker {
     }
   }
 
+  #addSlice(service: string, key: string): void {
+    const had = this.#slicesByService.get(service);
+    if (had === undefined) this.#slicesByService.set(service, key);
+    else if (typeof had !== 'string') had.add(key);
+    else if (had !== key) this.#slicesByService.set(service, new Set([had, key]));
+  }
+
+  #dropSlice(service: string, key: string): void {
+    const had = this.#slicesByService.get(service);
+    if (had === key) this.#slicesByService.delete(service);
+    else if (typeof had === 'object' && had.delete(key) && had.size === 1) this.#slicesByService.set(service, had.values().next().value!);
+  }
+
   #recompute(service: string): void {
-    const keys = [...(this.#slicesByService.get(service) ?? [])].sort();
-    if (keys.length === 0) this.#slicesByService.delete(service);
+    const held = this.#slicesByService.get(service);
+    const keys = held === undefined ? [] : typeof held === 'string' ? [held] : [...held].sort();
     const next = keys.length === 0 ? NO_ENDPOINTS : mergeSlices(keys.map((k) => this.#slices.get(k)!.endpoints));
-    for (const k of this.#endpointKeys.get(service) ?? []) {
+    const before = this.#endpointKeys.get(service) ?? [];
+    for (const k of typeof before === 'string' ? [before] : before) {
       if (!next.has(k)) {
         this.#endpoints.delete(k);
         this.#changed.add(k);
@@ -186,8 +184,8 @@ export class ChangeTracker {
         this.#changed.add(k);
       }
     }
-    if (next.size > 0) this.#endpointKeys.set(service, [...next.keys()]);
-    else this.#endpointKeys.delete(service);
+    if (next.size === 0) this.#endpointKeys.delete(service);
+    else this.#endpointKeys.set(service, next.size === 1 ? next.keys().next().value! : [...next.keys()]);
   }
 
   /** The current model (live maps; do not keep them across events). */
@@ -259,10 +257,7 @@ export class ChangeTracker {
         case 'slice': {
           const [, key, service, lists] = e;
           this.#slices.set(key, { service, endpoints: new Map(lists.map(([k, eps]) => [k, eps.map(unpackEndpoint)])) });
-          if (service === null) break;
-          let set = this.#slicesByService.get(service);
-          if (set === undefined) this.#slicesByService.set(service, (set = new Set()));
-          set.add(key);
+          if (service !== null) this.#addSlice(service, key);
           break;
         }
         case 'sliceErrors':

@@ -8,8 +8,10 @@ import { schedulerFromAnnotations } from './ipvs/desired-scheduler.js';
 /** Session affinity timeout when the Service gives none (kube-proxy's DefaultClientIPServiceAffinitySeconds). */
 export const DEFAULT_AFFINITY_SECONDS = 10800;
 
-/** A Kubernetes protocol name as the model's. */
-export const lower = (p: 'TCP' | 'UDP' | 'SCTP'): L4Protocol => p.toLowerCase() as L4Protocol;
+const PROTOCOLS: Record<'TCP' | 'UDP' | 'SCTP', L4Protocol> = { TCP: 'tcp', UDP: 'udp', SCTP: 'sctp' };
+
+/** A Kubernetes protocol name as the model's (one string each, not a lower-cased copy per port). */
+export const lower = (p: 'TCP' | 'UDP' | 'SCTP'): L4Protocol => PROTOCOLS[p];
 
 /** Canonical, family-checked cluster IPs (at most one per family), or the reasons they are not. */
 function clusterIPsOf(svc: Service, errors: string[]): string[] {
@@ -29,9 +31,19 @@ function clusterIPsOf(svc: Service, errors: string[]): string[] {
   return out;
 }
 
+/**
+ * One frozen empty list for every empty address, range and flag list of a ServicePortInfo: most
+ * Services have no external IPs, load-balancer IPs, source ranges or flags, and an empty array is
+ * 32 bytes each (the tracker holds one ServicePortInfo per port of every Service).
+ */
+const NONE = Object.freeze([]) as unknown as never[];
+
+/** `list`, or the shared empty one; an exact-size copy (a list grown by push() keeps room for 17). */
+const held = <T>(list: T[]): T[] => (list.length === 0 ? NONE : list.slice());
+
 /** Canonical unique addresses, in first-seen order. */
 function uniqueIPs(ips: Iterable<string>): string[] {
-  return [...new Set(Array.from(ips, canonicalIp))];
+  return held([...new Set(Array.from(ips, canonicalIp))]);
 }
 
 /**
@@ -46,7 +58,7 @@ export function servicePortsOf(svc: Service): { ports: ServicePortInfo[]; errors
     return { ports: [], errors: [] };
   }
   const reasons: string[] = [];
-  const clusterIPs = clusterIPsOf(svc, reasons);
+  const clusterIPs = held(clusterIPsOf(svc, reasons));
   const ranges: string[] = [];
   for (const r of spec.loadBalancerSourceRanges) {
     const c = parseCidr(r);
@@ -65,7 +77,7 @@ export function servicePortsOf(svc: Service): { ports: ServicePortInfo[]; errors
   const externalIPs = uniqueIPs(spec.externalIPs);
   // kube-proxy skips an ingress with ipMode Proxy: the load balancer rewrites the destination to a node.
   const loadBalancerIPs =
-    type === 'LoadBalancer' ? uniqueIPs(svc.status.loadBalancer.ingress.flatMap((i) => (i.ip === undefined || i.ipMode === 'Proxy' ? [] : [i.ip]))) : [];
+    type === 'LoadBalancer' ? uniqueIPs(svc.status.loadBalancer.ingress.flatMap((i) => (i.ip === undefined || i.ipMode === 'Proxy' ? [] : [i.ip]))) : NONE;
   // apiservice.ExternalPolicyLocal: eTP only matters for externally reachable Services.
   const externalPolicyLocal = spec.externalTrafficPolicy === 'Local' && (external || externalIPs.length > 0);
   const affinity =
@@ -73,7 +85,10 @@ export function servicePortsOf(svc: Service): { ports: ServicePortInfo[]; errors
   const healthCheckNodePort = type === 'LoadBalancer' && externalPolicyLocal ? spec.healthCheckNodePort ?? null : null;
   // kube-proxy: the deprecated topology-aware-hints annotation, when present, wins over topology-mode.
   const hintsKey = TOPOLOGY_ANNOTATIONS.find((a) => Object.hasOwn(metadata.annotations, a));
-  const topology = { trafficDistribution: spec.trafficDistribution ?? null, hintsAnnotation: hintsKey ? metadata.annotations[hintsKey]! : '' };
+  const trafficDistribution = spec.trafficDistribution ?? null;
+  const hintsAnnotation = hintsKey ? metadata.annotations[hintsKey]! : '';
+  const ranged = held(ranges);
+  const schedulerFlags = held(sched.flags);
 
   const ports = spec.ports.map(
     (p): ServicePortInfo => ({
@@ -85,14 +100,15 @@ export function servicePortsOf(svc: Service): { ports: ServicePortInfo[]; errors
       nodePort: external ? p.nodePort ?? null : null,
       externalIPs,
       loadBalancerIPs,
-      loadBalancerSourceRanges: ranges,
+      loadBalancerSourceRanges: ranged,
       externalPolicyLocal,
       internalPolicyLocal: spec.internalTrafficPolicy === 'Local',
       healthCheckNodePort,
       sessionAffinitySeconds: affinity,
       scheduler: sched.scheduler,
-      schedulerFlags: sched.flags,
-      ...topology,
+      schedulerFlags,
+      trafficDistribution,
+      hintsAnnotation,
     }),
   );
   return { ports, errors: [] };

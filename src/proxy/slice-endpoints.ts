@@ -1,6 +1,6 @@
 // EndpointSlices → endpoints per service port key: one slice's lists, their merge, and the
 // comparisons that keep unchanged endpoints as the same objects.
-import { destinationId } from '../kernel/ipvs/types.js';
+import { destinationId, type Destination } from '../kernel/ipvs/types.js';
 import { canonicalIp, familyOf, type Family } from '../model/ip.js';
 import { objectKey, SERVICE_NAME_LABEL, type EndpointSlice } from '../model/k8s.js';
 import { portNameKey, type EndpointInfo, type ObjectError } from '../model/service.js';
@@ -22,6 +22,66 @@ export function sliceErrors(slice: EndpointSlice): ObjectError[] {
 
 /** One shared (frozen) empty list for the endpoints without hints: two arrays fewer per endpoint. */
 export const NO_HINTS = Object.freeze([]) as unknown as string[];
+
+/** EndpointInfo's booleans and family as one number (Endpoint.flags): ready 1, serving 2, terminating 4, local 8, IPv6 16. */
+export function endpointFlags(ready: boolean, serving: boolean, terminating: boolean, isLocal: boolean, family: Family): number {
+  return (ready ? 1 : 0) | (serving ? 2 : 0) | (terminating ? 4 : 0) | (isLocal ? 8 : 0) | (family === 'ipv6' ? 16 : 0);
+}
+
+/**
+ * An EndpointInfo in six fields: the booleans and the family are one number, the two hint lists
+ * one field (null without hints). The tracker holds one per endpoint (half a million at 50,000
+ * Services x 10), so each field less is 4 MiB of heap there. It is also the real server IPVS mode
+ * programs for the endpoint (kube-proxy's: masquerade, weight 1, no thresholds; those four on the
+ * prototype), so the desired and observed states hold no second object per endpoint.
+ */
+export class Endpoint implements EndpointInfo, Destination {
+  readonly #hints: readonly [string[], string[]] | null;
+  constructor(
+    readonly address: string,
+    readonly port: number,
+    readonly flags: number,
+    readonly nodeName: string | null,
+    readonly zone: string | null,
+    zoneHints: string[] = NO_HINTS,
+    nodeHints: string[] = NO_HINTS,
+  ) {
+    this.#hints = zoneHints.length > 0 || nodeHints.length > 0 ? [zoneHints, nodeHints] : null;
+  }
+  get family(): Family {
+    return this.flags & 16 ? 'ipv6' : 'ipv4';
+  }
+  get ready(): boolean {
+    return (this.flags & 1) !== 0;
+  }
+  get serving(): boolean {
+    return (this.flags & 2) !== 0;
+  }
+  get terminating(): boolean {
+    return (this.flags & 4) !== 0;
+  }
+  get isLocal(): boolean {
+    return (this.flags & 8) !== 0;
+  }
+  get zoneHints(): string[] {
+    return this.#hints?.[0] ?? NO_HINTS;
+  }
+  get nodeHints(): string[] {
+    return this.#hints?.[1] ?? NO_HINTS;
+  }
+  get forward(): 'masq' {
+    return 'masq';
+  }
+  get weight(): number {
+    return 1;
+  }
+  get upperThreshold(): number {
+    return 0;
+  }
+  get lowerThreshold(): number {
+    return 0;
+  }
+}
 
 /** Sorted unique hint names ([] for none). */
 function hintNames(hints: ReadonlyArray<{ name: string }> | undefined): string[] {
@@ -52,14 +112,51 @@ function keep(set: Map<string, EndpointInfo>, id: string, info: EndpointInfo): v
 
 const byId = (a: [string, EndpointInfo], b: [string, EndpointInfo]): number => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0);
 
+/**
+ * The lists of a slice with one port (most slices): a Map's table for one entry is about 150
+ * bytes, this is two fields.
+ */
+class OneList implements ReadonlyMap<string, EndpointInfo[]> {
+  constructor(
+    readonly key: string,
+    readonly list: EndpointInfo[],
+  ) {}
+  get size(): number {
+    return 1;
+  }
+  get(k: string): EndpointInfo[] | undefined {
+    return k === this.key ? this.list : undefined;
+  }
+  has(k: string): boolean {
+    return k === this.key;
+  }
+  forEach(f: (list: EndpointInfo[], key: string, map: ReadonlyMap<string, EndpointInfo[]>) => void, thisArg?: unknown): void {
+    f.call(thisArg, this.list, this.key, this);
+  }
+  entries(): MapIterator<[string, EndpointInfo[]]> {
+    return new Map([[this.key, this.list]]).entries();
+  }
+  keys(): MapIterator<string> {
+    return [this.key].values() as unknown as MapIterator<string>;
+  }
+  values(): MapIterator<EndpointInfo[]> {
+    return [this.list].values() as unknown as MapIterator<EndpointInfo[]>;
+  }
+  [Symbol.iterator](): MapIterator<[string, EndpointInfo[]]> {
+    return this.entries();
+  }
+}
+
 /** Endpoint lists by port key, each sorted by destination id; empty lists dropped. */
-function sortedLists(byPort: Map<string, Map<string, EndpointInfo>>): Map<string, EndpointInfo[]> {
+function sortedLists(byPort: Map<string, Map<string, EndpointInfo>>): ReadonlyMap<string, EndpointInfo[]> {
   const out = new Map<string, EndpointInfo[]>();
   for (const [key, set] of byPort) {
     if (set.size === 0) continue;
     out.set(key, [...set.entries()].sort(byId).map((p) => p[1]));
   }
-  return out;
+  if (out.size !== 1) return out;
+  const [key, list] = out.entries().next().value!;
+  return new OneList(key, list);
 }
 
 /** No endpoint lists (a slice of no Service, a Service with no slices). */
@@ -91,8 +188,8 @@ function sameEndpoint(a: EndpointInfo, b: EndpointInfo): boolean {
  * without this every unchanged endpoint would be a fresh copy (and its address a fresh string)
  * beside the one the programmed state still holds.
  */
-export function sliceEndpoints(namespace: string, name: string, slice: EndpointSlice, nodeName: string, prev: ReadonlyMap<string, EndpointInfo[]> = NO_ENDPOINTS): Map<string, EndpointInfo[]> {
-  if (slice.addressType === 'FQDN') return new Map();
+export function sliceEndpoints(namespace: string, name: string, slice: EndpointSlice, nodeName: string, prev: ReadonlyMap<string, EndpointInfo[]> = NO_ENDPOINTS): ReadonlyMap<string, EndpointInfo[]> {
+  if (slice.addressType === 'FQDN') return NO_ENDPOINTS;
   const byPort = new Map<string, Map<string, EndpointInfo>>();
   const family: Family = slice.addressType === 'IPv4' ? 'ipv4' : 'ipv6';
   for (const sp of slice.ports) {
@@ -113,19 +210,8 @@ export function sliceEndpoints(namespace: string, name: string, slice: EndpointS
       if (familyOf(raw) !== family) continue;
       const c = ep.conditions;
       const ready = c.ready ?? true;
-      const info: EndpointInfo = {
-        address: canonicalIp(raw),
-        port: sp.port,
-        family,
-        ready,
-        serving: c.serving ?? ready,
-        terminating: c.terminating ?? false,
-        nodeName: sharedName(ep.nodeName),
-        zone: sharedName(ep.zone),
-        isLocal: nodeName !== '' && ep.nodeName === nodeName,
-        zoneHints: hintNames(ep.hints?.forZones),
-        nodeHints: hintNames(ep.hints?.forNodes),
-      };
+      const flags = endpointFlags(ready, c.serving ?? ready, c.terminating ?? false, nodeName !== '' && ep.nodeName === nodeName, family);
+      const info = new Endpoint(canonicalIp(raw), sp.port, flags, sharedName(ep.nodeName), sharedName(ep.zone), hintNames(ep.hints?.forZones), hintNames(ep.hints?.forNodes));
       const h = had?.get(info.address);
       const kept = h !== undefined && sameEndpoint(h, info) ? h : info;
       keep(set, destinationId(kept), kept);
@@ -174,5 +260,5 @@ export const sameEndpoints = (a: readonly EndpointInfo[] | undefined, b: readonl
 export function serviceOfSlice(slice: EndpointSlice): string | null {
   const name = slice.metadata.labels[SERVICE_NAME_LABEL];
   if (!name || slice.addressType === 'FQDN') return null;
-  return `${slice.metadata.namespace}/${name}`;
+  return [slice.metadata.namespace, name].join('/'); // one flat string, held per slice
 }

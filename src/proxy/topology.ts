@@ -8,11 +8,11 @@ import type { EndpointInfo, NodeInfo, ServicePortInfo } from '../model/service.j
 /** The endpoints of one service port, split by traffic policy. */
 export interface CategorizedEndpoints {
   /** Usable endpoints for Cluster-policy traffic; empty when the port never uses Cluster policy. */
-  clusterEndpoints: EndpointInfo[];
+  clusterEndpoints: readonly EndpointInfo[];
   /** Usable local endpoints for Local-policy traffic; empty when the port never uses Local policy. */
-  localEndpoints: EndpointInfo[];
+  localEndpoints: readonly EndpointInfo[];
   /** Union of the two lists: everything reachable from this node. */
-  allReachable: EndpointInfo[];
+  allReachable: readonly EndpointInfo[];
   /** The service has a usable endpoint somewhere in the cluster (even if none is reachable from here). */
   hasAnyEndpoints: boolean;
   /** Some local endpoint is ready. */
@@ -94,6 +94,14 @@ function availableForTopology(ep: EndpointInfo, mode: TopologyMode, nodeName: st
 }
 
 /**
+ * `list` filtered by `keep`: `list` itself when it keeps every one (mostly all are ready, and the
+ * desired state then holds the tracker's own list, not a copy per Service port).
+ */
+export function kept<T>(list: readonly T[], keep: (t: T) => boolean): readonly T[] {
+  return list.every(keep) ? list : list.filter(keep);
+}
+
+/**
  * Splits `endpoints` as kube-proxy does: ready endpoints, or (separately for cluster and local)
  * the serving-terminating ones when none is ready. Cluster endpoints are narrowed by topology
  * hints for this node (`nodeName`) and its `zone` (see topologyMode); Local-policy endpoints never
@@ -101,13 +109,13 @@ function availableForTopology(ep: EndpointInfo, mode: TopologyMode, nodeName: st
  */
 export function categorizeEndpoints(endpoints: readonly EndpointInfo[], svc: ServicePortInfo, nodeName: string, zone = ''): CategorizedEndpoints {
   const isLocal = (ep: EndpointInfo): boolean => ep.isLocal || (nodeName !== '' && ep.nodeName === nodeName);
-  let clusterEndpoints: EndpointInfo[] = [];
+  let clusterEndpoints: readonly EndpointInfo[] = [];
   let hasAnyEndpoints = false;
   let mode: TopologyMode = '';
   const usesCluster = usesClusterEndpoints(svc);
   if (usesCluster) {
     mode = topologyMode(svc, endpoints, nodeName, zone);
-    clusterEndpoints = endpoints.filter((ep) => ep.ready && availableForTopology(ep, mode, nodeName, zone));
+    clusterEndpoints = kept(endpoints, (ep) => ep.ready && availableForTopology(ep, mode, nodeName, zone));
     // Topology already fell back when no ready endpoint matched: none is ready anywhere.
     if (clusterEndpoints.length === 0) clusterEndpoints = endpoints.filter(servingTerminating);
     hasAnyEndpoints = clusterEndpoints.length > 0;
@@ -126,7 +134,7 @@ export function categorizeEndpoints(endpoints: readonly EndpointInfo[], svc: Ser
       if (isLocal(ep)) hasLocalServing = true;
     }
   }
-  let localEndpoints: EndpointInfo[] = [];
+  let localEndpoints: readonly EndpointInfo[] = [];
   if (hasLocalReady) localEndpoints = endpoints.filter((ep) => isLocal(ep) && ep.ready);
   else if (hasLocalServing) localEndpoints = endpoints.filter((ep) => isLocal(ep) && servingTerminating(ep));
   const hasLocalServingTerminating = !hasLocalReady && hasLocalServing;

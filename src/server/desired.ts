@@ -126,7 +126,8 @@ export function desiredStateDoc(view: DesiredView, node: string, defaultSchedule
       owner: svc ? attribution(svc, vs.service, defaultScheduler) : null,
       destinations: vs.destinations.map((d) => {
         const ep = eps.get(destinationId(d));
-        return { ...d, state: endpointState(ep), node: ep?.nodeName ?? null, local: ep?.isLocal ?? false };
+        const { address, port, forward, weight, upperThreshold, lowerThreshold } = d; // d may be a tracker Endpoint: its own fields are not these
+        return { address, port, forward, weight, upperThreshold, lowerThreshold, state: endpointState(ep), node: ep?.nodeName ?? null, local: ep?.isLocal ?? false };
       }),
       draining: [...(view.draining.get(id) ?? new Map<string, { since: number }>())].map(([did, e]) => {
         const colon = did.lastIndexOf(':');

@@ -68,7 +68,7 @@ export const RESUME_MAX_MS = 1_000;
 export function rawKey(o: RawObject): string {
   const name = typeof o.metadata?.name === 'string' ? o.metadata.name : '';
   const ns = typeof o.metadata?.namespace === 'string' ? o.metadata.namespace : '';
-  return ns ? `${ns}/${name}` : name;
+  return ns ? [ns, name].join('/') : name; // one flat string (a template literal is a tree of parts), held per object
 }
 
 function versionOf(o: RawObject): string {

@@ -10,6 +10,7 @@ import { FakeLinkClient } from '../../src/kernel/link.js';
 import { applyPlan, type ApplyResult } from '../../src/proxy/ipvs/apply.js';
 import { GracefulState } from '../../src/proxy/ipvs/graceful.js';
 import { DesiredIndex, type DesiredDelta } from '../../src/proxy/ipvs/desired-index.js';
+import { DestinationTable } from '../../src/proxy/ipvs/destination-table.js';
 import { emptyObserved, readObserved } from '../../src/proxy/ipvs/observe.js';
 import { plan, type Plan } from '../../src/proxy/ipvs/plan.js';
 import type { ObservedState, OwnedSet, ServiceContribution } from '../../src/proxy/ipvs/types.js';
@@ -136,7 +137,7 @@ describe('applyPlan', () => {
     await env.ipset.add('KUBE-CLUSTER-IP', ['10.96.0.1,tcp:80']);
     await env.link.addAddresses('kube-ipvs0', ['10.96.0.1']);
     env.observed = await env.read();
-    env.observed.virtualServers.get(serviceId(A))!.destinations.clear(); // stale: it thinks the destination is missing
+    env.observed.virtualServers.get(serviceId(A))!.destinations = new DestinationTable(); // stale: it thinks the destination is missing
     env.observed.ipsets.get('KUBE-CLUSTER-IP')!.clear();
     env.observed.addresses.clear();
     env.index.set('a', clusterIP('a', '10.96.0.1', ['10.244.1.2']));

@@ -4,6 +4,7 @@ import { endianness } from 'node:os';
 
 import { constantsOf, type DumpTable } from '../../native/binding.js';
 import { bytesToIp, canonicalIp, ipTo16, maskToPrefix, prefixToMask, type Family } from '../../model/ip.js';
+import { NO_FLAGS } from '../../model/service.js';
 import { bytesColumn, numberColumn, stringColumn, u32Column, type Column } from '../table.js';
 import type {
   DestinationStatus,
@@ -68,7 +69,7 @@ export function bitsToFlags(bits: number, scheduler: string): ServiceFlag[] {
   [C.IP_VS_SVC_F_SCHED1!, C.IP_VS_SVC_F_SCHED2!, C.IP_VS_SVC_F_SCHED3!].forEach((bit, i) => {
     if (bits & bit) out.push(names[i]!);
   });
-  return out;
+  return out.length > 0 ? out : NO_FLAGS;
 }
 
 /** Attributes that identify a service (for DEL_SERVICE, GET_DEST and the service nest of dest ops). */

@@ -2,7 +2,7 @@
 import type { z } from 'zod';
 
 import { familyOf, type Family } from '../../model/ip.js';
-import { SERVICE_FLAGS, type ServiceFlag } from '../../model/service.js';
+import { NO_FLAGS, SERVICE_FLAGS, type ServiceFlag } from '../../model/service.js';
 import { lazy, lazySchema, zod, type Zod } from '../../zod.js';
 
 /** Transport protocols IPVS balances. */
@@ -16,7 +16,7 @@ export const FORWARD_METHODS = ['masq', 'local', 'tunnel', 'route'] as const;
 export type ForwardMethod = (typeof FORWARD_METHODS)[number];
 
 // Service flags belong to the model (a Service's scheduler flags); re-exported for the kernel layer.
-export { SERVICE_FLAGS, type ServiceFlag };
+export { NO_FLAGS, SERVICE_FLAGS, type ServiceFlag };
 
 /** Schedulers shipped with Linux; any other name the kernel registers is accepted too. */
 export const KNOWN_SCHEDULERS = ['rr', 'wrr', 'lc', 'wlc', 'lblc', 'lblcr', 'dh', 'sh', 'sed', 'nq', 'mh', 'fo', 'ovf', 'twos'] as const;

@@ -5,6 +5,7 @@ import { NetlinkError, isExist, isNotFound } from '../../kernel/errors.js';
 import { opObject, type IpvsClient, type IpvsOp, type IpvsResult } from '../../kernel/ipvs/client.js';
 import { bitsToFlags, flagsToBits } from '../../kernel/ipvs/codec.js';
 import { destinationId, serviceId, type Destination, type ServiceKey, type VirtualService } from '../../kernel/ipvs/types.js';
+import { DestinationTable } from './destination-table.js';
 import type { ApplyCounts, ApplyResult } from './apply.js';
 import type { DesiredDelta } from './desired-index.js';
 import type { ErrorClass } from './errors.js';
@@ -70,7 +71,7 @@ export class IpvsApplier {
       case 'addService':
       case 'updateService':
         if (o) o.service = asReported(op.service);
-        else vs.set(id, { service: asReported(op.service), destinations: new Map() });
+        else vs.set(id, { service: asReported(op.service), destinations: new DestinationTable() });
         return;
       case 'deleteService':
         vs.delete(id);
@@ -184,7 +185,7 @@ export class IpvsApplier {
       }
       const o = this.observed.virtualServers.get(id);
       if (!o) continue;
-      o.destinations = new Map(dests.map((d) => [destinationId(d), observedDest(d, d.activeConns, d.inactiveConns)]));
+      o.destinations = new DestinationTable(dests.map((d) => observedDest(d, d.activeConns, d.inactiveConns)));
     }
   }
 

@@ -23,8 +23,8 @@ export interface DesiredDelta {
 /** A desired virtual server with the service key that owns it. */
 export type OwnedVirtualServer = DesiredVirtualServer & { owner: string };
 
-// A literal, not `{ ...vs, owner }`: V8 gives every object built by a spread plus a new property a map of its own.
-const ownedBy = (vs: DesiredVirtualServer, owner: string): OwnedVirtualServer => ({ service: vs.service, destinations: vs.destinations, owner });
+/** A virtual server as a contribution stores it: with its id and the service key it is stored for (its owner while it owns it). */
+type StoredServer = OwnedVirtualServer & { id: VirtualServerId };
 
 /** A health-check node port of an externalTrafficPolicy: Local service. */
 export type HealthCheck = NonNullable<ServiceContribution['healthCheck']>;
@@ -62,16 +62,37 @@ function canonService(s: VirtualService): VirtualService {
 }
 
 function canonDestination(d: Destination): Destination {
-  return d.address.includes(':') ? { ...d, address: canonicalIp(d.address) } : d;
+  const address = d.address.includes(':') ? canonicalIp(d.address) : d.address;
+  return address === d.address ? d : { address, port: d.port, forward: d.forward, weight: d.weight, upperThreshold: d.upperThreshold, lowerThreshold: d.lowerThreshold };
 }
 
-/** One service's contribution, deduplicated and canonical. */
+/**
+ * One service port's contribution, deduplicated and canonical, in plain arrays: the index holds
+ * one per port of every Service, and a Map or Set of one or two entries is about 180 bytes (five
+ * of them per port at 50,000 Services were 45 MiB of heap). Lookups scan: a port has a few
+ * virtual servers, entries and addresses.
+ */
 interface Stored {
-  virtualServers: Map<VirtualServerId, DesiredVirtualServer>;
-  entries: Map<string, Set<string>>;
-  addresses: Set<string>;
+  /** Also the objects `owned` holds for the ones this service port owns. */
+  virtualServers: StoredServer[];
+  /** Set names and entries, alternating: set, entry, set, entry, … */
+  entries: string[];
+  addresses: string[];
   healthCheck: HealthCheck | null;
   errors: ObjectError[];
+}
+
+/** The virtual server `id` of a stored contribution. */
+function storedServer(s: Stored, id: VirtualServerId): StoredServer | undefined {
+  return s.virtualServers.find((vs) => vs.id === id);
+}
+
+const NO_ERRORS: ObjectError[] = Object.freeze([]) as unknown as ObjectError[];
+
+/** True when `entries` (set, entry pairs) holds `entry` in `set`. */
+function hasPair(entries: readonly string[], set: string, entry: string): boolean {
+  for (let i = 0; i < entries.length; i += 2) if (entries[i + 1] === entry && entries[i] === set) return true;
+  return false;
 }
 
 /**
@@ -80,32 +101,47 @@ interface Stored {
  * shared with the observed state (which keeps what was applied), not two (measured: 26,000 more
  * objects, 2.2 MiB of heap, after two minutes of churn at 3,000 Services x 10).
  */
-function store(c: ServiceContribution, old: Stored): Stored {
-  const virtualServers = new Map<VirtualServerId, DesiredVirtualServer>();
+function store(key: string, c: ServiceContribution, old: Stored): Stored {
+  const virtualServers: StoredServer[] = [];
   for (const vs of c.virtualServers) {
     const service = canonService(vs.service);
     const id = serviceId(service);
-    if (virtualServers.has(id)) continue;
-    const before = old.virtualServers.get(id)?.destinations;
+    if (virtualServers.some((v) => v.id === id)) continue;
+    const before = storedServer(old, id)?.destinations;
     const had = before?.length ? byAddress(before) : undefined;
     const dests = new Map<string, Destination>();
+    let asGiven = true;
     for (const d of vs.destinations) {
       const dest = canonDestination(d);
       const did = destinationId(dest);
-      if (!dests.has(did)) dests.set(did, sameIn(had, dest) ?? dest);
+      const kept = dests.has(did) ? undefined : (sameIn(had, dest) ?? dest);
+      if (kept !== undefined) dests.set(did, kept);
+      asGiven &&= kept === d;
     }
-    virtualServers.set(id, { service, destinations: [...dests.values()] });
+    // The list as given when nothing in it changed (often the tracker's own endpoint list: one array, not two).
+    virtualServers.push({ id, service, destinations: asGiven ? vs.destinations : [...dests.values()], owner: key });
   }
-  const entries = new Map<string, Set<string>>();
+  const entries: string[] = [];
+  const seen = c.ipsetEntries.length > 16 ? new Set<string>() : null;
   for (const { set, entry } of c.ipsetEntries) {
-    let s = entries.get(set);
-    if (!s) entries.set(set, (s = new Set()));
-    s.add(entry);
+    if (seen === null ? hasPair(entries, set, entry) : seen.size === seen.add(`${set}\0${entry}`).size) continue;
+    entries.push(set, entry);
   }
-  return { virtualServers, entries, addresses: new Set(c.addresses.map(canon)), healthCheck: c.healthCheck, errors: c.errors };
+  const addresses = [...new Set(c.addresses.map(canon))];
+  return { virtualServers: virtualServers.slice(), entries: entries.slice(), addresses, healthCheck: c.healthCheck, errors: c.errors.length > 0 ? c.errors : NO_ERRORS };
 }
 
-const EMPTY: Stored = { virtualServers: new Map(), entries: new Map(), addresses: new Set(), healthCheck: null, errors: [] };
+const EMPTY: Stored = { virtualServers: [], entries: [], addresses: [], healthCheck: null, errors: NO_ERRORS };
+
+/** Pairs of `a` (set, entry pairs) that `b` does not hold; with a Set of `b` when both are long. */
+function* pairsNotIn(a: readonly string[], b: readonly string[]): Generator<[string, string]> {
+  const index = a.length > 32 && b.length > 32 ? new Set(Array.from({ length: b.length / 2 }, (_, i) => `${b[2 * i]}\0${b[2 * i + 1]}`)) : null;
+  for (let i = 0; i < a.length; i += 2) {
+    const set = a[i]!;
+    const entry = a[i + 1]!;
+    if (index !== null ? !index.has(`${set}\0${entry}`) : !hasPair(b, set, entry)) yield [set, entry];
+  }
+}
 
 /** `Service ns/name` from a portNameKey `ns/name:port/protocol`. */
 function serviceObject(key: string): string {
@@ -121,13 +157,11 @@ function serviceObject(key: string): string {
  */
 export class DesiredIndex {
   private readonly contributions = new Map<string, Stored>();
-  /** Claimants of each virtual server, in claim order; the first owns it. */
-  private readonly claims = new Map<VirtualServerId, string[]>();
+  /** The claimants of a virtual server besides its owner, in claim order (contested ones only). */
+  private readonly waiting = new Map<VirtualServerId, string[]>();
   private readonly owned = new Map<VirtualServerId, OwnedVirtualServer>();
   /** Kept as `owned` changes, so metrics and the IPv6 check cost nothing per sync. */
   private readonly totals = { realServers: 0, ipv6: 0 };
-  /** Virtual servers claimed by more than one service. */
-  private readonly contested = new Set<VirtualServerId>();
   private readonly entryRefs = new Map<string, Map<string, number>>();
   private readonly addressRefs = new Map<string, number>();
   private readonly checks = new Map<string, HealthCheck>();
@@ -142,31 +176,26 @@ export class DesiredIndex {
   set(key: string, c: ServiceContribution | null): DesiredDelta {
     const delta = emptyDelta();
     const old = this.contributions.get(key) ?? EMPTY;
-    const next = c ? store(c, old) : EMPTY;
+    const next = c ? store(key, c, old) : EMPTY;
     if (c) this.contributions.set(key, next);
     else this.contributions.delete(key);
 
-    for (const id of old.virtualServers.keys()) if (!next.virtualServers.has(id)) this.release(id, key, delta);
-    for (const [id, vs] of next.virtualServers) {
-      const before = old.virtualServers.get(id);
+    for (const { id } of old.virtualServers) if (storedServer(next, id) === undefined) this.release(id, key, delta);
+    for (const vs of next.virtualServers) {
+      const { id } = vs;
+      const before = storedServer(old, id);
       if (!before) this.claim(id, key, vs, delta);
       else if (this.owned.get(id)?.owner === key) {
-        this.own(id, ownedBy(vs, key));
+        this.own(id, vs);
         if (!sameService(before.service, vs.service) || !sameDestinations(before.destinations, vs.destinations)) delta.virtualServers.add(id);
       }
     }
 
-    for (const [set, entries] of old.entries) {
-      const keep = next.entries.get(set);
-      for (const e of entries) if (!keep?.has(e)) this.unref(set, e, delta);
-    }
-    for (const [set, entries] of next.entries) {
-      const had = old.entries.get(set);
-      for (const e of entries) if (!had?.has(e)) this.ref(set, e, delta);
-    }
+    for (const [set, e] of pairsNotIn(old.entries, next.entries)) this.unref(set, e, delta);
+    for (const [set, e] of pairsNotIn(next.entries, old.entries)) this.ref(set, e, delta);
 
     for (const a of old.addresses) {
-      if (next.addresses.has(a)) continue;
+      if (next.addresses.includes(a)) continue;
       const n = this.addressRefs.get(a)! - 1;
       if (n === 0) {
         this.addressRefs.delete(a);
@@ -174,7 +203,7 @@ export class DesiredIndex {
       } else this.addressRefs.set(a, n);
     }
     for (const a of next.addresses) {
-      if (old.addresses.has(a)) continue;
+      if (old.addresses.includes(a)) continue;
       const n = (this.addressRefs.get(a) ?? 0) + 1;
       this.addressRefs.set(a, n);
       if (n === 1) delta.addresses.add(a);
@@ -212,32 +241,32 @@ export class DesiredIndex {
     if (next && (!held || held.key === key)) this.checkPorts.set(next.port, { ...next, key });
   }
 
-  private claim(id: VirtualServerId, key: string, vs: DesiredVirtualServer, delta: DesiredDelta): void {
-    const list = this.claims.get(id);
-    if (!list) {
-      this.claims.set(id, [key]);
-      this.own(id, ownedBy(vs, key));
+  private claim(id: VirtualServerId, key: string, vs: StoredServer, delta: DesiredDelta): void {
+    if (!this.owned.has(id)) {
+      this.own(id, vs);
       delta.virtualServers.add(id);
       return;
     }
-    list.push(key);
-    this.contested.add(id);
+    const list = this.waiting.get(id);
+    if (list) list.push(key);
+    else this.waiting.set(id, [key]);
   }
 
   private release(id: VirtualServerId, key: string, delta: DesiredDelta): void {
-    const list = this.claims.get(id)!;
-    const at = list.indexOf(key);
-    list.splice(at, 1);
-    if (list.length < 2) this.contested.delete(id);
-    if (at !== 0) return;
+    const list = this.waiting.get(id);
+    if (this.owned.get(id)?.owner !== key) {
+      list?.splice(list.indexOf(key), 1);
+      if (list?.length === 0) this.waiting.delete(id);
+      return;
+    }
     delta.virtualServers.add(id);
-    const heir = list[0];
+    const heir = list?.shift();
+    if (list?.length === 0) this.waiting.delete(id);
     if (heir === undefined) {
-      this.claims.delete(id);
       this.disown(id);
       return;
     }
-    this.own(id, ownedBy(this.contributions.get(heir)!.virtualServers.get(id)!, heir));
+    this.own(id, storedServer(this.contributions.get(heir)!, id)!);
   }
 
   private own(id: VirtualServerId, v: OwnedVirtualServer): void {
@@ -327,8 +356,8 @@ export class DesiredIndex {
   /** The services' own errors, then one per virtual server a service claimed but does not own. */
   errors(): ObjectError[] {
     const out = [...this.serviceErrors.values()].flat();
-    for (const id of this.contested) {
-      const [owner, ...others] = this.claims.get(id)!;
+    for (const [id, others] of this.waiting) {
+      const owner = this.owned.get(id)!.owner;
       for (const key of others) {
         out.push({ object: serviceObject(key), reason: `${key}: virtual server ${id} is already programmed for ${owner}; not programmed for this service`, event: 'VirtualServerConflict' });
       }

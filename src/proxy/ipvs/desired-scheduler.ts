@@ -1,5 +1,5 @@
 // The per-service scheduler annotations (ours and kube-router's alias) and their flags.
-import { KNOWN_SCHEDULERS, SERVICE_FLAGS, type ServiceFlag } from '../../kernel/ipvs/types.js';
+import { KNOWN_SCHEDULERS, NO_FLAGS, SERVICE_FLAGS, type ServiceFlag } from '../../kernel/ipvs/types.js';
 import { SCHEDULER_ANNOTATIONS, SCHEDULER_FLAGS_ANNOTATION } from '../../model/k8s.js';
 
 /** Scheduler flags the flags annotation may name. */
@@ -19,7 +19,7 @@ const FLAG_NAMES: ReadonlySet<string> = new Set(SCHEDULER_FLAG_NAMES);
 /** Orders flags as SERVICE_FLAGS lists them, without duplicates. */
 export function sortFlags(flags: Iterable<ServiceFlag>): ServiceFlag[] {
   const set = new Set(flags);
-  return SERVICE_FLAGS.filter((f) => set.has(f));
+  return set.size > 0 ? SERVICE_FLAGS.filter((f) => set.has(f)) : NO_FLAGS;
 }
 
 /** Why `flags` cannot go with `scheduler` (sh-* need sh, mh-* need mh), or null when they can. */

@@ -4,7 +4,8 @@ import type { Destination, ServiceFlag, VirtualService } from '../../kernel/ipvs
 import { serviceId } from '../../kernel/ipvs/types.js';
 import { canonicalIp, familyOf, type Family } from '../../model/ip.js';
 import { portNameKey, type EndpointInfo, type ServicePortInfo } from '../../model/service.js';
-import { categorizeEndpoints } from '../topology.js';
+import { Endpoint } from '../slice-endpoints.js';
+import { categorizeEndpoints, kept } from '../topology.js';
 import { cidrContains, isLoopback, parseCidr, type Cidr } from './desired-net.js';
 import { schedulerFlagsError, sortFlags } from './desired-scheduler.js';
 import { SET, setName, type SetName } from './ipsets.js';
@@ -15,9 +16,9 @@ export function ipPortEntry(ip: string, protocol: string, port: number): string 
   return [ip, ',', protocol, ':', port].join(''); // one flat string (see destinationId)
 }
 
-/** A real server as kube-proxy adds it: masquerade, weight 1, no thresholds. */
+/** A real server as kube-proxy adds it: masquerade, weight 1, no thresholds (a tracker's Endpoint is one). */
 function destination(ep: EndpointInfo): Destination {
-  return { address: ep.address, port: ep.port, forward: 'masq', weight: 1, upperThreshold: 0, lowerThreshold: 0 };
+  return ep instanceof Endpoint ? ep : { address: ep.address, port: ep.port, forward: 'masq', weight: 1, upperThreshold: 0, lowerThreshold: 0 };
 }
 
 /**
@@ -60,14 +61,15 @@ class Builder {
   readonly #entries = new Set<string>();
   readonly #addresses = new Set<string>();
   /** The real servers built for each endpoint list: the virtual servers of one list share them. */
-  readonly #destinations = new Map<readonly EndpointInfo[], Destination[]>();
+  readonly #destinations = new Map<readonly EndpointInfo[], readonly Destination[]>();
 
   vs(service: VirtualService, endpoints: readonly EndpointInfo[]): void {
     const id = serviceId(service);
     if (this.#vs.has(id)) return;
     this.#vs.add(id);
     let destinations = this.#destinations.get(endpoints);
-    if (destinations === undefined) this.#destinations.set(endpoints, (destinations = endpoints.map(destination)));
+    // A list of tracker Endpoints is its own list of real servers (see Endpoint).
+    if (destinations === undefined) this.#destinations.set(endpoints, (destinations = endpoints.every((ep) => ep instanceof Endpoint) ? (endpoints as Endpoint[]) : endpoints.map(destination)));
     this.virtualServers.push({ service, destinations });
   }
 
@@ -122,7 +124,7 @@ function addFamily(b: Builder, svc: ServicePortInfo, all: readonly EndpointInfo[
     timeout: persistent ? svc.sessionAffinitySeconds! : 0,
     netmask: family === 'ipv4' ? 32 : 128,
   });
-  const endpoints = all.filter((ep) => ep.family === family);
+  const endpoints = kept(all, (ep) => ep.family === family);
   const cat = categorizeEndpoints(endpoints, svc, ctx.nodeName, ctx.zone);
   const clusterEps = svc.internalPolicyLocal ? cat.localEndpoints : cat.clusterEndpoints;
   // kube-proxy (#97081): with eTP Local and no local endpoint, node ports use cluster endpoints.

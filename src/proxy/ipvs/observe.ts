@@ -2,9 +2,10 @@
 // sync works from the observed state that apply() keeps up to date from acknowledged ops.
 import { isNotFound } from '../../kernel/errors.js';
 import type { IpvsClient } from '../../kernel/ipvs/client.js';
-import { destinationId, observedDestination, serviceId, type Destination } from '../../kernel/ipvs/types.js';
+import { observedDestination, serviceId } from '../../kernel/ipvs/types.js';
 import type { IpsetClient } from '../../kernel/ipset/types.js';
 import type { LinkClient } from '../../kernel/link.js';
+import { DestinationTable } from './destination-table.js';
 import { capacityOf, GROW_PREFIX } from './ipsets.js';
 import type { ObservedState } from './types.js';
 
@@ -48,11 +49,7 @@ export async function readObserved(clients: KernelClients & { ownedSets?: readon
 
   for (const s of await clients.ipvs.dumpAll()) {
     const { destinations, stats: _stats, ...service } = s;
-    const dests = new Map<string, Destination & { activeConns?: number; inactiveConns?: number }>();
-    for (const d of destinations) {
-      dests.set(destinationId(d), observedDestination(d));
-    }
-    observed.virtualServers.set(serviceId(service), { service, destinations: dests });
+    observed.virtualServers.set(serviceId(service), { service, destinations: new DestinationTable(destinations.map(observedDestination)) });
   }
 
   const owned = clients.ownedSets ?? (await clients.ipset.listNames()).filter(isOwnedSetName);

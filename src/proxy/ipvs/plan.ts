@@ -1,7 +1,7 @@
 // plan(desired, observed) -> ordered kernel ops. Pure: reads the index, the observed state and
 // the graceful state, changes none of them (apply.ts does, from acknowledged ops).
 import type { IpvsOp } from '../../kernel/ipvs/client.js';
-import { destinationId, type Destination, type Protocol, type VirtualService } from '../../kernel/ipvs/types.js';
+import { destinationId, type Destination, type DestinationKey, type Protocol, type VirtualService } from '../../kernel/ipvs/types.js';
 import type { IpsetSetSpec } from '../../kernel/ipset/types.js';
 import { inCidr } from '../../model/ip.js';
 import type { GracefulState } from './graceful.js';
@@ -330,10 +330,15 @@ export function isEmptyPlan(p: Plan): boolean {
   return p.ipvs.length === 0 && p.ipsetCreate.length === 0 && p.ipsetGrow.length === 0 && p.ipsetAdd.size === 0 && p.ipsetDel.size === 0 && p.addressAdd.length === 0 && p.addressDel.length === 0;
 }
 
+/** A destination's fields as plain data (a tracker Endpoint's own fields are not these). */
+function shownDestination(d: DestinationKey | Destination): DestinationKey | Destination {
+  return 'forward' in d ? { address: d.address, port: d.port, forward: d.forward, weight: d.weight, upperThreshold: d.upperThreshold, lowerThreshold: d.lowerThreshold } : { address: d.address, port: d.port };
+}
+
 /** A plan as text, for --dry-run. */
 export function formatPlan(p: Plan): string {
   const lines = [
-    ...p.ipvs.map((op) => `ipvs ${op.kind} ${JSON.stringify('destination' in op ? { service: op.service, destination: op.destination } : op.service)}`),
+    ...p.ipvs.map((op) => `ipvs ${op.kind} ${JSON.stringify('destination' in op ? { service: op.service, destination: shownDestination(op.destination) } : op.service)}`),
     ...p.ipsetCreate.map((s) => `ipset create ${s.name} ${s.type}`),
     ...p.ipsetGrow.map((g) => `ipset grow ${g.spec.name} maxelem ${g.from} -> ${g.spec.maxElem} (${g.entries.length} entries)`),
     ...[...p.ipsetAdd].flatMap(([set, entries]) => entries.map((e) => `ipset add ${set} ${e}`)),

@@ -5,6 +5,7 @@
 //   apply.ts    ops -> batched kernel calls; observed state updated from acknowledged ops
 import type { Config } from '../../config.js';
 import type { Destination, VirtualService } from '../../kernel/ipvs/types.js';
+import type { DestinationMap } from './destination-table.js';
 import type { IpsetSetSpec } from '../../kernel/ipset/types.js';
 import type { TableSpec } from '../../kernel/iptables.js';
 import type { Family } from '../../model/ip.js';
@@ -25,7 +26,7 @@ export interface DesiredContext {
 /** One virtual server with the real servers it should have. */
 export interface DesiredVirtualServer {
   service: VirtualService;
-  destinations: Destination[];
+  destinations: readonly Destination[];
 }
 
 /** Everything one service port asks of the kernel. Computed by desiredForService (pure). */
@@ -76,7 +77,7 @@ export type DestinationId = string;
 
 /** Kernel state as last read or acknowledged. */
 export interface ObservedState {
-  virtualServers: Map<VirtualServerId, { service: VirtualService; destinations: Map<DestinationId, Destination & { activeConns?: number; inactiveConns?: number }> }>;
+  virtualServers: Map<VirtualServerId, { service: VirtualService; destinations: DestinationMap<Destination & { activeConns?: number; inactiveConns?: number }> }>;
   ipsets: Map<string, Set<string>>;
   /** What each set can hold (maxelem; a bitmap's range size) as created or listed; absent: not known yet. */
   ipsetCapacity: Map<string, number>;

@@ -8,6 +8,7 @@ import type { IpsetClient } from '../../kernel/ipset/types.js';
 import type { IpvsClient } from '../../kernel/ipvs/client.js';
 import { destinationId, observedDestination, serviceId, type DestinationStatus, type ServiceKey, type ServiceStatus, type VirtualService } from '../../kernel/ipvs/types.js';
 import type { LinkClient } from '../../kernel/link.js';
+import { DestinationTable } from './destination-table.js';
 import { sameDestination, sameService } from './desired-compare.js';
 import { emptyDelta, mergeDelta, type DesiredDelta, type DesiredIndex } from './desired-index.js';
 import type { IptablesKeeper, FamilyRules } from './iptables-keeper.js';
@@ -78,16 +79,23 @@ export class ServiceListFold {
    */
   add(rows: Iterator<ServiceStatus>, observed: ObservedState, touched: DesiredDelta, fold: Fold, max = Infinity): boolean {
     if (observed !== this.observed) return true; // a full sync read everything anew
-    for (let n = 0; n < max; n++) {
-      const next = rows.next();
-      if (next.done) {
-        this.finish(touched, fold);
-        return true;
+    if (this.missing === null) {
+      for (let n = 0; n < max; n++) {
+        const next = rows.next();
+        if (next.done) {
+          this.dropGone(touched, fold);
+          this.missing = this.desired.keys();
+          break;
+        }
+        this.one(withoutStats(next.value), touched, fold);
       }
-      this.one(withoutStats(next.value), touched, fold);
+      if (this.missing === null) return false;
     }
-    return false;
+    return this.addMissing(touched, fold, max);
   }
+
+  /** Once the rows are folded: the desired virtual servers the kernel lacks, iterated `max` per fold. */
+  private missing: Iterator<VirtualServerId> | null = null;
 
   private one(service: VirtualService, touched: DesiredDelta, fold: Fold): void {
     const id = serviceId(service);
@@ -98,7 +106,7 @@ export class ServiceListFold {
     this.keys.push(same ? o.service : service);
     if (touched.virtualServers.has(id)) return;
     if (!o) {
-      this.observed.virtualServers.set(id, { service, destinations: new Map() });
+      this.observed.virtualServers.set(id, { service, destinations: new DestinationTable() });
       if (this.desired.has(id)) this.unread.add(id);
       else fold.virtualServers.add(id);
     } else if (!same) {
@@ -107,13 +115,29 @@ export class ServiceListFold {
     }
   }
 
-  private finish(touched: DesiredDelta, fold: Fold): void {
+  private dropGone(touched: DesiredDelta, fold: Fold): void {
     for (const id of [...this.observed.virtualServers.keys()]) {
       if (this.seen.has(id) || touched.virtualServers.has(id)) continue;
       this.observed.virtualServers.delete(id);
       fold.virtualServers.add(id);
     }
-    for (const id of this.desired.keys()) if (!this.seen.has(id) && !touched.virtualServers.has(id)) fold.virtualServers.add(id);
+  }
+
+  /**
+   * Up to `max` desired virtual servers the kernel lacks into the fold; true once there are no
+   * more. On a new node that is every one: planned and written a slice at a time, the ops of
+   * 50,000 virtual servers are never held at once (their plan alone was ~70 MiB of heap).
+   */
+  private addMissing(touched: DesiredDelta, fold: Fold, max: number): boolean {
+    for (let n = 0; n < max; ) {
+      const next = this.missing!.next();
+      if (next.done) return true;
+      const id = next.value;
+      if (this.seen.has(id) || touched.virtualServers.has(id)) continue;
+      fold.virtualServers.add(id);
+      n++;
+    }
+    return false;
   }
 }
 
@@ -143,7 +167,7 @@ export function foldDestinations(
       return h !== undefined && sameDestination(h, d) ? h : undefined;
     };
     if (!unread.has(id) && read.length === had.size && read.every((d) => same(d, destinationId(d)))) return;
-    o.destinations = new Map(read.map((d) => [destinationId(d), same(d, destinationId(d)) ?? observedDestination(d)]));
+    o.destinations = new DestinationTable(read.map((d) => same(d, destinationId(d)) ?? observedDestination(d)));
     fold.virtualServers.add(id);
   });
 }
