@@ -39,7 +39,10 @@ type ObservedDest = Destination & { activeConns?: number; inactiveConns?: number
 /** A service as the kernel reports it back: flags named after its scheduler, pe null when none. */
 function asReported(s: VirtualService): VirtualService {
   const { family, protocol, address, port, fwmark, scheduler, timeout, netmask } = s;
-  return { family, protocol, address, port, fwmark, scheduler, flags: bitsToFlags(flagsToBits(s.flags), scheduler), timeout, netmask, pe: s.pe || null };
+  const flags = bitsToFlags(flagsToBits(s.flags), scheduler);
+  // The desired object itself when the kernel reports it as it is (most): one object for both states.
+  if (s.pe === null && flags.length === s.flags.length && flags.every((f, i) => f === s.flags[i])) return s;
+  return { family, protocol, address, port, fwmark, scheduler, flags, timeout, netmask, pe: s.pe || null };
 }
 
 // Literals, not `{ ...d, activeConns }`: V8 gives every object built by a spread plus new

@@ -123,6 +123,7 @@ function addFamily(b: Builder, svc: ServicePortInfo, all: readonly EndpointInfo[
     family, protocol, address, port: p, fwmark: null, scheduler, flags,
     timeout: persistent ? svc.sessionAffinitySeconds! : 0,
     netmask: family === 'ipv4' ? 32 : 128,
+    pe: null, // as the kernel reports it: the observed state keeps this object once it is programmed
   });
   const endpoints = kept(all, (ep) => ep.family === family);
   const cat = categorizeEndpoints(endpoints, svc, ctx.nodeName, ctx.zone);

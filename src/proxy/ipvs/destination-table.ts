@@ -46,6 +46,8 @@ export function isIdOf(d: DestinationKey, id: string): boolean {
 export class DestinationTable<D extends Destination = Destination> implements DestinationMap<D> {
   #list: D[];
   #index: Map<string, D> | null = null;
+  /** #list is another's (share()): copied before the first change. */
+  #shared = false;
 
   /** A table of `list` (taken, not copied). */
   constructor(list: D[] = []) {
@@ -55,6 +57,22 @@ export class DestinationTable<D extends Destination = Destination> implements De
 
   #buildIndex(): void {
     this.#index = new Map(this.#list.map((d) => [destinationId(d), d]));
+  }
+
+  /**
+   * Takes `list` as its own when it holds exactly the same objects in the same order (after a
+   * sync the observed real servers are the desired ones): one array for both, copied on change.
+   */
+  share(list: readonly D[]): void {
+    const own = this.#list;
+    if (own === list || own.length !== list.length || !own.every((d, i) => d === list[i])) return;
+    this.#list = list as D[];
+    this.#shared = true;
+  }
+
+  #own(): D[] {
+    if (this.#shared) [this.#list, this.#shared] = [this.#list.slice(), false];
+    return this.#list;
   }
 
   #at(id: string): number {
@@ -83,8 +101,8 @@ export class DestinationTable<D extends Destination = Destination> implements De
 
   set(id: string, d: D): this {
     const i = this.#at(id);
-    if (i >= 0) this.#list[i] = d;
-    else this.#list.push(d);
+    if (i >= 0) this.#own()[i] = d;
+    else this.#own().push(d);
     if (this.#index !== null) this.#index.set(id, d);
     else if (this.#list.length > INDEX_AT) this.#buildIndex();
     return this;
@@ -93,7 +111,7 @@ export class DestinationTable<D extends Destination = Destination> implements De
   delete(id: string): boolean {
     const i = this.#at(id);
     if (i < 0) return false;
-    this.#list.splice(i, 1);
+    this.#own().splice(i, 1);
     this.#index?.delete(id);
     return true;
   }

@@ -13,6 +13,7 @@ import { nodeZone } from '../topology.js';
 import { UdpConntrack } from '../conntrack.js';
 import { ErrorReporter, healthCheckErrors, kernelErrors, trackerHandler } from '../handler.js';
 import { applyPlan, type ApplyResult } from './apply.js';
+import { DestinationTable } from './destination-table.js';
 import { desiredForService } from './desired.js';
 import { GracefulState, refreshDraining } from './graceful.js';
 import { DesiredIndex, emptyDelta, mergeDelta, type DesiredDelta } from './desired-index.js';
@@ -351,6 +352,7 @@ export class IpvsProxier {
   /** Applies a plan; keeps what failed for the next sync (retry scope) or the next full sync (refusals). */
   private async applyFor(p: Plan, scope: DesiredDelta | 'full', beforeVirtualServers?: () => Promise<void>): Promise<ApplyResult> {
     const result = await applyPlan(p, { ...this.o.clients, dummyName: this.o.dummyName }, this.observed!, beforeVirtualServers);
+    this.shareDestinations(scope);
     for (const g of result.grown) this.o.logger.info(g, 'ipset grown ahead of need (a larger copy swapped in)');
     mergeDelta(this.retryScope, result.retryScope);
     if (result.linkMissing) this.linkMissing = true;
@@ -359,6 +361,17 @@ export class IpvsProxier {
     const compared = (object: string) => scope !== 'full' && scope.virtualServers.has(object.split(' ')[0]!);
     this.refused = scope === 'full' ? refused : [...this.refused.filter((r) => !compared(r.object)), ...refused];
     return result;
+  }
+
+  /** The observed real servers of the virtual servers in `scope` that are now the desired ones take the desired list itself (one array for both). */
+  private shareDestinations(scope: DesiredDelta | 'full'): void {
+    const desired = this.index.virtualServers();
+    const observed = this.observed!.virtualServers;
+    for (const id of scope === 'full' ? desired.keys() : scope.virtualServers) {
+      const o = observed.get(id)?.destinations;
+      const d = desired.get(id);
+      if (d !== undefined && o instanceof DestinationTable) o.share(d.destinations);
+    }
   }
 
   private report(result: ApplyResult): void {
