@@ -3,8 +3,8 @@
 // event is proportional to the object (and, for a slice, to its service's slices).
 import type { EndpointSlice, Node, Service } from '../model/k8s.js';
 import { portNameKey, type EndpointInfo, type NodeInfo, type ObjectError, type ProxyState, type ServicePortInfo } from '../model/service.js';
-import { servicePortsOf } from './service-ports.js';
-import { Endpoint, endpointFlags, mergeSlices, NO_ENDPOINTS, NO_HINTS, sameEndpoints, serviceOfSlice, sharedName, sliceEndpoints, sliceErrors } from './slice-endpoints.js';
+import { heldPort, servicePortsOf } from './service-ports.js';
+import { Endpoint, endpointFlags, endpointLists, mergeSlices, NO_ENDPOINTS, NO_HINTS, sameEndpoints, serviceOfSlice, sharedName, sliceEndpoints, sliceErrors } from './slice-endpoints.js';
 import { nodeZone } from './topology.js';
 
 /**
@@ -240,14 +240,16 @@ export class ChangeTracker {
     this.#node = head.node;
     const add = (e: TrackerEntry): void => {
       switch (e[0]) {
-        case 'service':
-          this.#services.set(e[1], e[2]);
-          for (const p of e[2]) {
+        case 'service': {
+          const ports = e[2].map(heldPort);
+          this.#services.set(e[1], ports);
+          for (const p of ports) {
             const k = portNameKey(p.name);
             this.#ports.set(k, p);
             this.#changed.add(k);
           }
           break;
+        }
         case 'serviceErrors':
           this.#serviceErrors.set(e[1], e[2]);
           break;
@@ -256,7 +258,7 @@ export class ChangeTracker {
           break;
         case 'slice': {
           const [, key, service, lists] = e;
-          this.#slices.set(key, { service, endpoints: new Map(lists.map(([k, eps]) => [k, eps.map(unpackEndpoint)])) });
+          this.#slices.set(key, { service, endpoints: endpointLists(new Map(lists.map(([k, eps]) => [k, eps.map(unpackEndpoint)]))) });
           if (service !== null) this.#addSlice(service, key);
           break;
         }

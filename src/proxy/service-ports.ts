@@ -41,6 +41,18 @@ const NONE = Object.freeze([]) as unknown as never[];
 /** `list`, or the shared empty one; an exact-size copy (a list grown by push() keeps room for 17). */
 const held = <T>(list: T[]): T[] => (list.length === 0 ? NONE : list.slice());
 
+/** A ServicePortInfo read back from a snapshot (resume.ts) with its empty lists shared, as servicePortsOf makes them. */
+export function heldPort(p: ServicePortInfo): ServicePortInfo {
+  return {
+    ...p,
+    clusterIPs: held(p.clusterIPs),
+    externalIPs: held(p.externalIPs),
+    loadBalancerIPs: held(p.loadBalancerIPs),
+    loadBalancerSourceRanges: held(p.loadBalancerSourceRanges),
+    schedulerFlags: held(p.schedulerFlags),
+  };
+}
+
 /** Canonical unique addresses, in first-seen order. */
 function uniqueIPs(ips: Iterable<string>): string[] {
   return held([...new Set(Array.from(ips, canonicalIp))]);

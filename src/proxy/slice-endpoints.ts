@@ -154,8 +154,13 @@ function sortedLists(byPort: Map<string, Map<string, EndpointInfo>>): ReadonlyMa
     if (set.size === 0) continue;
     out.set(key, [...set.entries()].sort(byId).map((p) => p[1]));
   }
-  if (out.size !== 1) return out;
-  const [key, list] = out.entries().next().value!;
+  return endpointLists(out);
+}
+
+/** Lists by port key as the tracker holds them (one list in a OneList). */
+export function endpointLists(lists: Map<string, EndpointInfo[]>): ReadonlyMap<string, EndpointInfo[]> {
+  if (lists.size !== 1) return lists;
+  const [key, list] = lists.entries().next().value!;
   return new OneList(key, list);
 }
 

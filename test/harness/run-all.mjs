@@ -11,7 +11,7 @@ import { availableParallelism } from 'node:os';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { ensureTools } from '../tools/build.mjs';
+import { ensureModuleFiles, ensureTools } from '../tools/build.mjs';
 import { findUmlKernel, runInUml } from './uml.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -202,6 +202,7 @@ const { only, passthrough } = parseArgs(process.argv.slice(2));
 mkdirSync(RESULTS, { recursive: true });
 // The real etcd, Kubernetes and Helm binaries the tests run, built once per version (test/tools/).
 ensureTools(undefined, (line) => process.stdout.write(`[tools] ${line}\n`));
+ensureModuleFiles((line) => process.stdout.write(`[tools] ${line}\n`));
 const summary = [];
 for (const phase of only) {
   process.stdout.write(`\n=== ${phase} ===\n`);

@@ -97,9 +97,29 @@ export const MODULE_FILES = {
 /** The path of one of MODULE_FILES, downloading its module into Go's module cache if needed. */
 export function moduleFile(name) {
   const { module, version, path } = MODULE_FILES[name];
-  const info = JSON.parse(execFileSync(goCommand(), ['mod', 'download', '-json', `${module}@${version}`], { cwd: here, encoding: 'utf8', env: { ...process.env, GOFLAGS: '-mod=mod' } }));
+  let text;
+  try {
+    text = execFileSync(goCommand(), ['mod', 'download', '-json', `${module}@${version}`], { cwd: here, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, GOFLAGS: '-mod=mod' } });
+  } catch (e) {
+    // -json reports the module's error in its output (and exits 1); go's own errors go to stderr.
+    const reported = /"Error":\s*"([^"]*)"/.exec(String(e.stdout ?? ''))?.[1];
+    throw new Error(`go mod download ${module}@${version}: ${reported ?? (String(e.stderr ?? '').trim() || e.message)}`);
+  }
+  const info = JSON.parse(text);
   if (info.Error) throw new Error(`${module}@${version}: ${info.Error}`);
   return join(info.Dir, path);
+}
+
+/** Downloads every module of MODULE_FILES now (before the tests that read them), once more after a failure. */
+export function ensureModuleFiles(log = (s) => process.stderr.write(`${s}\n`)) {
+  for (const name of Object.keys(MODULE_FILES)) {
+    try {
+      moduleFile(name);
+    } catch (e) {
+      log(`${e.message}; trying again`);
+      moduleFile(name);
+    }
+  }
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
