@@ -47,6 +47,18 @@ describe('DestinationTable', () => {
     );
   });
 
+  it('share() takes a list of the same objects (in any order) as its own, and copies it before a change', () => {
+    const list = [dst('10.0.0.1', 80), dst('10.0.0.2', 80)];
+    const table = new DestinationTable([list[1]!, list[0]!]);
+    table.share([list[0]!, dst('10.0.0.2', 80)]); // an equal object is not the same one
+    expect([...table.values()]).toEqual([list[1], list[0]]);
+    table.share(list);
+    expect([...table.values()][0]).toBe(list[0]);
+    table.delete('10.0.0.1:80');
+    expect(list).toHaveLength(2);
+    expect([...table.keys()]).toEqual(['10.0.0.2:80']);
+  });
+
   it('forEach may delete as it goes (as a Map allows)', () => {
     const list = [dst('10.0.0.1', 80), dst('10.0.0.2', 80), dst('10.0.0.3', 80)];
     const table = new DestinationTable(list.slice());

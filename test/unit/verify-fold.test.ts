@@ -50,6 +50,17 @@ describe('foldDestinations', () => {
     foldDestinations(o, [key], [[status('10.244.1.2')]], new Set([ID]), emptyDelta(), f);
     expect([...f.virtualServers]).toEqual([ID]);
   });
+
+  it('adopting a programmed kernel: a read real server that is the desired one is kept as the desired object, a stray one with its counts', () => {
+    const o = emptyObserved();
+    o.virtualServers.set(ID, { service: { ...key, scheduler: 'rr', flags: [], timeout: 0, netmask: 0xffffffff, pe: null }, destinations: new Map() });
+    const wanted = dest('10.244.1.2');
+    const f = emptyFold();
+    foldDestinations(o, [key], [[status('10.244.9.9', 1, 3), status('10.244.1.2', 1, 5)]], new Set([ID]), emptyDelta(), f, new Map([[ID, { destinations: [wanted] }]]));
+    const got = o.virtualServers.get(ID)!.destinations;
+    expect(got.get('10.244.1.2:8080')).toBe(wanted);
+    expect(got.get('10.244.9.9:8080')).toMatchObject({ activeConns: 3 });
+  });
 });
 
 const svc = (port: number, scheduler = 'rr'): VirtualService => ({

@@ -68,9 +68,8 @@ function canonDestination(d: Destination): Destination {
 
 /**
  * One service port's contribution, deduplicated and canonical, in plain arrays: the index holds
- * one per port of every Service, and a Map or Set of one or two entries is about 180 bytes (five
- * of them per port at 50,000 Services were 45 MiB of heap). Lookups scan: a port has a few
- * virtual servers, entries and addresses.
+ * one per port of every Service, and a Map or Set of one or two entries is about 180 bytes
+ * (docs/decisions.md). Lookups scan: a port has a few virtual servers, entries and addresses.
  */
 interface Stored {
   /** Also the objects `owned` holds for the ones this service port owns. */

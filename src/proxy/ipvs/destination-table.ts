@@ -60,12 +60,16 @@ export class DestinationTable<D extends Destination = Destination> implements De
   }
 
   /**
-   * Takes `list` as its own when it holds exactly the same objects in the same order (after a
-   * sync the observed real servers are the desired ones): one array for both, copied on change.
+   * Takes `list` as its own (and its order) when it holds exactly the same objects (after a sync
+   * the observed real servers are the desired ones): one array for both, copied on change.
    */
   share(list: readonly D[]): void {
     const own = this.#list;
-    if (own === list || own.length !== list.length || !own.every((d, i) => d === list[i])) return;
+    if (own === list || own.length !== list.length) return;
+    if (!own.every((d, i) => d === list[i])) {
+      const theirs = list.length > INDEX_AT ? new Set(list) : list;
+      if (!own.every((d) => ('has' in theirs ? theirs.has(d) : theirs.includes(d)))) return;
+    }
     this.#list = list as D[];
     this.#shared = true;
   }

@@ -6,10 +6,10 @@
 import { isNotFound } from '../../kernel/errors.js';
 import type { IpsetClient } from '../../kernel/ipset/types.js';
 import type { IpvsClient } from '../../kernel/ipvs/client.js';
-import { destinationId, observedDestination, serviceId, type DestinationStatus, type ServiceKey, type ServiceStatus, type VirtualService } from '../../kernel/ipvs/types.js';
+import { destinationId, observedDestination, serviceId, type Destination, type DestinationStatus, type ServiceKey, type ServiceStatus, type VirtualService } from '../../kernel/ipvs/types.js';
 import type { LinkClient } from '../../kernel/link.js';
 import { DestinationTable } from './destination-table.js';
-import { sameDestination, sameService } from './desired-compare.js';
+import { byAddress, sameDestination, sameIn, sameService } from './desired-compare.js';
 import { emptyDelta, mergeDelta, type DesiredDelta, type DesiredIndex } from './desired-index.js';
 import type { IptablesKeeper, FamilyRules } from './iptables-keeper.js';
 import { capacityOf, OWNED_SETS } from './ipsets.js';
@@ -126,7 +126,7 @@ export class ServiceListFold {
   /**
    * Up to `max` desired virtual servers the kernel lacks into the fold; true once there are no
    * more. On a new node that is every one: planned and written a slice at a time, the ops of
-   * 50,000 virtual servers are never held at once (their plan alone was ~70 MiB of heap).
+   * every virtual server are never held at once (docs/decisions.md).
    */
   private addMissing(touched: DesiredDelta, fold: Fold, max: number): boolean {
     for (let n = 0; n < max; ) {
@@ -146,7 +146,9 @@ export class ServiceListFold {
  * that differed (and the unread ones). A destination that reads as observed keeps its observed
  * object (often the desired one, shared), and a virtual server whose destinations all do keeps
  * its map: a no-change verification allocates nothing that outlives the step. Connection counts
- * are not taken (refreshDraining reads them fresh for the destinations that need them).
+ * are not taken (refreshDraining reads them fresh for the destinations that need them). A
+ * destination read as `desired` wants it is kept as the desired object (as apply keeps what it
+ * wrote): a restarted daemon adopting a programmed kernel holds one object per real server, not two.
  */
 export function foldDestinations(
   observed: ObservedState,
@@ -155,6 +157,7 @@ export function foldDestinations(
   unread: ReadonlySet<VirtualServerId>,
   touched: DesiredDelta,
   fold: Fold,
+  desired?: ReadonlyMap<VirtualServerId, { destinations: readonly Destination[] }>,
 ): void {
   keys.forEach((key, i) => {
     const id = serviceId(key);
@@ -167,7 +170,9 @@ export function foldDestinations(
       return h !== undefined && sameDestination(h, d) ? h : undefined;
     };
     if (!unread.has(id) && read.length === had.size && read.every((d) => same(d, destinationId(d)))) return;
-    o.destinations = new DestinationTable(read.map((d) => same(d, destinationId(d)) ?? observedDestination(d)));
+    const want = desired?.get(id)?.destinations;
+    const wanted = want?.length ? byAddress(want) : undefined;
+    o.destinations = new DestinationTable(read.map((d) => same(d, destinationId(d)) ?? sameIn(wanted, d) ?? observedDestination(d)));
     fold.virtualServers.add(id);
   });
 }
@@ -387,7 +392,7 @@ export class Verifier {
       }
       for (let i = 0; i < keys.length; i += VERIFY_CHUNK) {
         const chunk = keys.slice(i, i + VERIFY_CHUNK);
-        await step('destinations', () => h.read.ipvs.listDestinationsMany(chunk), (dests, touched, f) => foldDestinations(h.observed(), chunk, dests, unread, touched, f));
+        await step('destinations', () => h.read.ipvs.listDestinationsMany(chunk), (dests, touched, f) => foldDestinations(h.observed(), chunk, dests, unread, touched, f, h.index.virtualServers()));
       }
       for (const set of new Set([...OWNED_SETS.map((s) => s.spec.name), ...h.index.allSets()])) {
         const list = async (): Promise<{ entries: string[]; capacity: number | null } | null> => {
