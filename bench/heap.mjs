@@ -29,6 +29,7 @@ if (nArg === '--serve') {
   const url = await api.start();
   api.writeKubeconfig(rest[1], url);
   process.send('ready');
+  process.on('disconnect', () => process.exit(0)); // the measuring process ended (or crashed)
 } else {
   if (typeof globalThis.gc !== 'function') throw new Error('run with node --expose-gc');
   const n = Number(nArg ?? 50_000);
