@@ -50,7 +50,7 @@ function packEndpoint(ep: EndpointInfo): PackedEndpoint {
 }
 
 const unpackEndpoint = ([address, port, flags, nodeName, zone, zoneHints, nodeHints]: PackedEndpoint): EndpointInfo =>
-  new Endpoint(address, port, flags, sharedName(nodeName ?? undefined), sharedName(zone ?? undefined), zoneHints ?? NO_HINTS, nodeHints ?? NO_HINTS);
+  new Endpoint(address, port, flags, sharedName(nodeName ?? undefined), sharedName(zone ?? undefined), zoneHints, nodeHints);
 
 /**
  * Tracks Services, EndpointSlices and this Node (same calls as SourceHandler) and keeps the

@@ -16,9 +16,9 @@ export function ipPortEntry(ip: string, protocol: string, port: number): string 
   return [ip, ',', protocol, ':', port].join(''); // one flat string (see destinationId)
 }
 
-/** A real server as kube-proxy adds it: masquerade, weight 1, no thresholds (a tracker's Endpoint is one). */
+/** A real server as kube-proxy adds it: masquerade, weight 1, no thresholds (what a tracker's Endpoint is already). */
 function destination(ep: EndpointInfo): Destination {
-  return ep instanceof Endpoint ? ep : { address: ep.address, port: ep.port, forward: 'masq', weight: 1, upperThreshold: 0, lowerThreshold: 0 };
+  return { address: ep.address, port: ep.port, forward: 'masq', weight: 1, upperThreshold: 0, lowerThreshold: 0 };
 }
 
 /**

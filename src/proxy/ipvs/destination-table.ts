@@ -67,8 +67,8 @@ export class DestinationTable<D extends Destination = Destination> implements De
     const own = this.#list;
     if (own === list || own.length !== list.length) return;
     if (!own.every((d, i) => d === list[i])) {
-      const theirs = list.length > INDEX_AT ? new Set(list) : list;
-      if (!own.every((d) => ('has' in theirs ? theirs.has(d) : theirs.includes(d)))) return;
+      const theirs = new Set(list); // another order (a dump lists the newest first)
+      if (!own.every((d) => theirs.has(d))) return;
     }
     this.#list = list as D[];
     this.#shared = true;
