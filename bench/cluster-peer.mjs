@@ -45,7 +45,7 @@ function kubeProxyPath(dir, execLog) {
  * { n, restore, ours: side, kubeProxy: side } with side = { cold, colds, memCold, one, churn, memChurn, restart, periodic }.
  * `record(result)` is called whenever a side's figures grow (after the cold starts, after each side's phases).
  */
-export async function runPeer({ out, record = null, sizes, endpoints, rounds, quick, probe, dir, log, ourArgs, token, periodMs, step }) {
+export async function runPeer({ out, record = null, sizes, endpoints, rounds, quick, probe, dir, log, ourArgs, token, periodMs, firstSyncMs = 1_800_000, step }) {
   const bin = ensureTools(['kube-proxy'])['kube-proxy'];
   const execLog = `${dir}/kube-proxy-execs.log`;
   const path = kubeProxyPath(`${dir}/kube-proxy-bin`, execLog);
@@ -85,7 +85,7 @@ export async function runPeer({ out, record = null, sizes, endpoints, rounds, qu
     };
     console.log(`\n== --peer ${version}: ${n} Services x ${endpoints} endpoints, ${rounds} round(s) of cold starts`);
     try {
-      out.push(await runSize(n, { cluster, api, sides, rounds, probe, one, churnOpts, periodMs, execLog, step, record: record ?? (() => {}) }));
+      out.push(await runSize(n, { cluster, api, sides, rounds, probe, one, churnOpts, periodMs, firstSyncMs, execLog, step, record: record ?? (() => {}) }));
     } finally {
       await api.close();
     }
@@ -94,7 +94,7 @@ export async function runPeer({ out, record = null, sizes, endpoints, rounds, qu
 }
 
 /** One size: the cold starts (alternating which side goes first), then each side's other phases. */
-async function runSize(n, { cluster, api, sides, rounds, probe, one, churnOpts, periodMs, execLog, step, record }) {
+async function runSize(n, { cluster, api, sides, rounds, probe, one, churnOpts, periodMs, firstSyncMs, execLog, step, record }) {
   const restores = [];
   const colds = { ours: [], kubeProxy: [] };
   const result = { n, ours: {}, kubeProxy: {} };
@@ -115,51 +115,60 @@ async function runSize(n, { cluster, api, sides, rounds, probe, one, churnOpts, 
       result.restore = median(restores);
       result[key] = { cold: median(colds[key]), colds: colds[key] };
       record(result);
-      Object.assign(result[key], await phases(c.daemon, side, { probe, cluster, api, one, churnOpts, periodMs, execLog: side.peer ? execLog : null, step }));
-      record(result);
+      await phases(c.daemon, side, result[key], () => record(result), { probe, cluster, api, one, churnOpts, periodMs, firstSyncMs, execLog: side.peer ? execLog : null, step });
     }
   }
   report(result);
   return result;
 }
 
-/** One side's phases after its last cold start (the daemon running): RSS, one change, churn, restart, a period without changes. */
-async function phases(daemon, side, { probe, cluster, api, one, churnOpts, periodMs, execLog, step }) {
-  const r = {};
-  const FIRST_SYNC_MS = 1_800_000;
-  const ready = await daemon.ready(200, FIRST_SYNC_MS).catch((e) => {
+/**
+ * One side's phases after its last cold start (the daemon running): RSS, one change, churn, restart,
+ * a period without changes. Each figure goes into `r` as it is measured; `record()` after each.
+ */
+async function phases(daemon, side, r, record, { probe, cluster, api, one, churnOpts, periodMs, firstSyncMs, execLog, step }) {
+  const ready = await daemon.ready(200, firstSyncMs).catch((e) => {
     if (!side.peer) throw e;
-    return null; // kube-proxy at 10,000 x 10 in UML: its first sync may take longer; its phases are not measured
+    return null; // kube-proxy at 10,000 x 10 in UML: its first sync takes about an hour (an ipset process per entry)
   });
-  if (ready === null) return { firstSyncTimeoutMs: FIRST_SYNC_MS };
+  if (ready === null) {
+    r.firstSyncTimeoutMs = firstSyncMs;
+    return record();
+  }
   r.readyMs = ready.ms;
   await sleep(3000);
   r.memCold = daemon.rssMiB();
+  record();
   step(`${side.name}: one change`);
   // kube-proxy syncs everything for each change (seconds at 1,000): fewer changes past 1,000 (at least 5).
   const count = side.peer ? Math.max(5, Math.min(one.count, Math.round((one.count * 1000) / cluster.n))) : one.count;
   r.one = await oneChange({ daemon, probe, cluster, api, ...one, count, timeoutMs: 900_000 });
+  record();
   step(`${side.name}: churn`);
   r.churn = await churn({ daemon, probe, cluster, api, ...churnOpts, drainMs: 1_800_000 });
   r.memChurn = daemon.rssMiB();
+  record();
   step(`${side.name}: restart`);
   const x = await restart({ daemon, args: [...side.args, ...side.period], log: side.log, probe, cluster, api, peer: side.peer });
   r.restart = { usefulMs: x.usefulMs, readyMs: x.readyMs, kernelOps: side.peer ? null : x.kernelOps, lists: x.lists };
+  record();
   step(`${side.name}: periodic sync`);
   r.periodic = await periodic({ daemon: x.daemon, periodMs, periods: 2, log: side.log, execLog });
   r.stop = await x.daemon.stop();
-  return r;
+  record();
 }
 
 function report(r) {
   const line = (key) => {
     const x = r[key];
     const name = key === 'ours' ? 'kube-ipvs-proxy' : 'kube-proxy';
+    if (x.periodic === undefined) return console.log(`  ${name}: only ${JSON.stringify(x)}`); // its first sync did not end
     const execs = Object.entries(x.periodic.execs).map(([k, v]) => `${k} ×${v.toFixed(1)}`).join(', ');
     console.log(`  ${name}: cold start ${s(x.cold)} (rounds ${x.colds.map(s).join(', ')}; first sync done ${s(x.readyMs)}), RSS ${MiB(x.memCold)}; one change p50 ${msf(x.one.p50)} p99 ${msf(x.one.p99)} (${x.one.n}); churn ${x.churn.rate.toFixed(0)}/s p50 ${msf(x.churn.p50)} p99 ${msf(x.churn.p99)} max ${msf(x.churn.max)} (${x.churn.n} changes), CPU ${s(x.churn.cpuMs)} = ${(x.churn.cpuMs / x.churn.n).toFixed(2)} s per 1,000 changes, RSS after ${MiB(x.memChurn)}; restart: change in the kernel ${s(x.restart.usefulMs)}, first sync ${s(x.restart.readyMs)}${x.restart.kernelOps === null ? '' : `, ${x.restart.kernelOps} writes`}; no change, per period: ${x.periodic.syncs / x.periodic.periods} syncs${key === 'ours' ? `, ${x.periodic.kernelOps.toFixed(0)} kernel writes (+${x.periodic.verifyOps.toFixed(0)} verifications)` : ''}, ${x.periodic.forks.toFixed(1)} processes+threads created, CPU ${s(x.periodic.cpuMs)}${execs ? `; exec'd: ${execs}` : ''}`);
   };
   line('ours');
   line('kubeProxy');
+  if (r.kubeProxy.periodic === undefined) return;
   const q = (a, b) => (a / b).toFixed(3);
   console.log(`  ratios ours/kube-proxy: cold start ${q(r.ours.cold, r.kubeProxy.cold)} (ipvsadm-restore ${s(r.restore)}), one change p99 ${q(r.ours.one.p99, r.kubeProxy.one.p99)}, churn p99 ${q(r.ours.churn.p99, r.kubeProxy.churn.p99)}, CPU per 1,000 changes ${q(r.ours.churn.cpuMs / r.ours.churn.n, r.kubeProxy.churn.cpuMs / r.kubeProxy.churn.n)}, RSS ${q(r.ours.memCold, r.kubeProxy.memCold)}`);
 }

@@ -31,6 +31,8 @@ const { values: opt } = parseArgs({
     'manifests-size': { type: 'string', default: '3000' },
     'soak-minutes': { type: 'string', default: '0' },
     peer: { type: 'string' },
+    // --peer: how long kube-proxy's first sync may take before its other phases are skipped.
+    'first-sync-minutes': { type: 'string', default: '30' },
   },
 });
 if (opt.peer !== undefined && opt.peer !== 'kube-proxy') throw new Error(`--peer ${opt.peer}: the only peer is kube-proxy`);
@@ -252,7 +254,7 @@ const peer = opt.peer ? [] : null;
 try {
   // Peer rows are written as figures come in (kube-proxy takes long at 10,000): a stopped run keeps them.
   const record = opt.quick ? null : (r) => recordResults(peerRows({ results: [r], endpoints: EP }));
-  if (opt.peer) await runPeer({ out: peer, record, sizes: SIZES, endpoints: EP, rounds: ROUNDS, quick: opt.quick, probe, dir: DIR, log: LOG, ourArgs: commonArgs, token: TOKEN, periodMs: PERIOD_MS, step });
+  if (opt.peer) await runPeer({ out: peer, record, sizes: SIZES, endpoints: EP, rounds: ROUNDS, quick: opt.quick, probe, dir: DIR, log: LOG, ourArgs: commonArgs, token: TOKEN, periodMs: PERIOD_MS, firstSyncMs: Number(opt['first-sync-minutes']) * 60_000, step });
   else {
     for (const n of SIZES) results.push(await runSize(n, probe));
     if (MANIFESTS_N > 0) manifests = await runManifests(MANIFESTS_N, probe);
