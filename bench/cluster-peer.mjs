@@ -127,14 +127,27 @@ async function runSize(n, { cluster, api, sides, rounds, probe, one, churnOpts, 
  * a period without changes. Each figure goes into `r` as it is measured; `record()` after each.
  */
 async function phases(daemon, side, r, record, { probe, cluster, api, one, churnOpts, periodMs, firstSyncMs, execLog, step }) {
-  const ready = await daemon.ready(200, firstSyncMs).catch((e) => {
-    if (!side.peer) throw e;
-    return null; // kube-proxy at 10,000 x 10 in UML: its first sync takes about an hour (an ipset process per entry)
-  });
-  if (ready === null) {
-    r.firstSyncTimeoutMs = firstSyncMs;
-    return record();
+  // kube-proxy's RSS is sampled every 10 s while its first sync runs: at 10,000 x 10 in UML that sync
+  // can outlast the run (it starts one ipset process per entry), and then these samples are its figure.
+  const rss = [];
+  const t0 = performance.now();
+  const unsynced = () => {
+    r.firstSyncTimeoutMs = performance.now() - t0;
+    r.rssUnsynced = { first: rss[0], max: Math.max(...rss), last: rss.at(-1) };
+    record(); // every 5 min: a run stopped meanwhile keeps the figure
+  };
+  let ready = null;
+  while (ready === null && performance.now() - t0 < firstSyncMs) {
+    rss.push(daemon.rssMiB());
+    ready = await daemon.ready(200, side.peer ? 10_000 : firstSyncMs).catch((e) => {
+      if (!side.peer) throw e;
+      return null;
+    });
+    if (ready === null && rss.length % 30 === 0) unsynced();
   }
+  if (ready === null) return unsynced();
+  delete r.firstSyncTimeoutMs;
+  delete r.rssUnsynced;
   r.readyMs = ready.ms;
   await sleep(3000);
   r.memCold = daemon.rssMiB();
