@@ -85,4 +85,29 @@ describe('bench/cluster-results.mjs: the cluster benchmark rows', () => {
     const text = updateTable(doc([]), rows, 'abc1234, 2026-12-01');
     expect(text.split('\n').filter((l) => rowId(l) !== null)).toHaveLength(rows.length);
   });
+
+  describe('peer rows (ours / kube-proxy)', () => {
+    const ours = {
+      cold: 24000, memCold: 90, one: { p50: 4, p99: 9 }, churn: { p50: 500, p99: 1000, rate: 50, cpuMs: 2000, n: 1000 }, memChurn: 100,
+      restart: { usefulMs: 3000 }, periodic: { kernelOps: 0, forks: 0, cpuMs: 1000, execs: {} },
+    };
+    const rows = async (kubeProxy: object) => {
+      const { peerRows } = await import('../../bench/cluster-results.mjs');
+      const out = peerRows({ results: [{ n: 10000, restore: 160000, ours, kubeProxy }], endpoints: 10 });
+      return Object.fromEntries(out.map((r: { id: string }) => [r.id, r]));
+    };
+
+    it('kube-proxy synced: its RSS after the first sync, the goal marked', async () => {
+      const byId = await rows({ cold: 300000, memCold: 180 });
+      expect(Object.keys(byId).sort()).toEqual(['peer.cold.10000', 'peer.rss.10000']);
+      expect(byId['peer.rss.10000']).toMatchObject({ ours: '90 MiB', reference: 'kube-proxy 180 MiB', ratio: '0.50×', goal: '≤ 1.0× (met)' });
+    });
+
+    it("kube-proxy's first sync not ended: its RSS from the samples, the other figures not measured", async () => {
+      const byId = await rows({ cold: 300000, firstSyncTimeoutMs: 4_800_000, rssUnsynced: { first: 150, max: 200, last: 180 } });
+      expect(byId['peer.rss.10000']).toMatchObject({ reference: 'kube-proxy 180 MiB 80 min into its first sync, not ended (at its cold start 150 MiB, at most 200 MiB)', ratio: '0.50×', goal: '≤ 1.0× (met)' });
+      expect(byId['peer.one-change.10000']).toMatchObject({ ours: '9 ms (p50 4 ms)', ratio: '–', reference: expect.stringContaining('not measured') });
+      expect(byId['peer.cold.10000']).toMatchObject({ ratio: '0.080×', goal: '≤ 0.1× (met)' });
+    });
+  });
 });
