@@ -2,8 +2,9 @@
 //   IPVS (inside User-Mode Linux): addon vs ipvsadm-restore / ipvsadm -Sn   -> bench/ipvs.mjs
 //   ipset (host kernel, fresh netns): client vs ipset restore / ipset save    -> bench/ipset.mjs
 //   iptables mode (host kernel, fresh netns): proxier vs iptables-restore     -> bench/iptables.mjs
-// Only when named (it takes minutes): `npm run bench -- cluster [--sizes 1000,3000] [--quick]`
+// Only when named (they take minutes): `npm run bench -- cluster [--sizes 1000,3000] [--quick]`
 //   the daemon against a fake API server at cluster scale, inside UML       -> bench/cluster.mjs
+// `npm run bench -- link`: addresses bound to one link, client vs ip -batch (host, fresh netns) -> bench/link.mjs
 // UML boots with module autoload, as a node has it (runInUml's `autoload`): without it every
 //   iptables-legacy call spawned failing modprobes (`bpfilter`), 4 per iptables-legacy-restore.
 // --host-busy: a busy loop at the lowest priority on the host for the whole run. UML's syscalls and
@@ -18,11 +19,11 @@ import { runInUml } from '../test/harness/uml.mjs';
 import { commitStamp } from './results.mjs';
 
 const here = (f) => fileURLToPath(new URL(f, import.meta.url));
-const NAMES = ['ipset', 'iptables', 'ipvs', 'cluster'];
+const NAMES = ['ipset', 'iptables', 'ipvs', 'link', 'cluster'];
 const argv = process.argv.slice(2);
 if (argv.includes('--help') || argv.includes('-h')) {
-  console.log(`usage: npm run bench [-- ipset|iptables|ipvs|cluster ...] [--host-busy] [cluster flags]
-  no name: ipset, iptables and ipvs; cluster only when named (bench/cluster.mjs: --sizes, --rounds, --quick,
+  console.log(`usage: npm run bench [-- ipset|iptables|ipvs|link|cluster ...] [--host-busy] [cluster flags]
+  no name: ipset, iptables and ipvs; link and cluster only when named (bench/cluster.mjs: --sizes, --rounds, --quick,
   --manifests-size, --soak-minutes, --peer kube-proxy). Each benchmark rewrites its rows of the results table in
   docs/benchmarks.md (KIP_BENCH_RESULTS=FILE writes elsewhere, KIP_BENCH_RESULTS=off nowhere).`);
   process.exit(0);
@@ -46,6 +47,11 @@ if (!only.length || only.includes('ipset')) {
 if (!only.length || only.includes('iptables')) {
   console.log('== iptables mode (host kernel, fresh network namespace)');
   const r = spawnSync(process.execPath, [here('./iptables.mjs')], { stdio: 'inherit' });
+  if (r.status !== 0) failed++;
+}
+if (only.includes('link')) {
+  console.log('== addresses bound to one link (host kernel, fresh network namespace)');
+  const r = spawnSync(process.execPath, [here('./link.mjs')], { stdio: 'inherit' });
   if (r.status !== 0) failed++;
 }
 if (!only.length || only.includes('ipvs')) {
