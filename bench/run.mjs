@@ -24,7 +24,7 @@ const argv = process.argv.slice(2);
 if (argv.includes('--help') || argv.includes('-h')) {
   console.log(`usage: npm run bench [-- ipset|iptables|ipvs|link|cluster ...] [--host-busy] [cluster flags]
   no name: ipset, iptables and ipvs; link and cluster only when named (bench/cluster.mjs: --sizes, --rounds, --quick,
-  --manifests-size, --soak-minutes, --peer kube-proxy). Each benchmark rewrites its rows of the results table in
+  --manifests-size, --soak-minutes, --peer kube-proxy, --first-sync-minutes). Each benchmark rewrites its rows of the results table in
   docs/benchmarks.md (KIP_BENCH_RESULTS=FILE writes elsewhere, KIP_BENCH_RESULTS=off nowhere).`);
   process.exit(0);
 }
