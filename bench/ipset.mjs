@@ -3,11 +3,10 @@
 // by the client and by `ipset restore` (process spawn included), then the set listed by the
 // client and by `ipset save`. Prints medians and ratios measured in the same run.
 //   npm run build && node bench/ipset.mjs        (BENCH_ENTRIES, BENCH_ROUNDS to change)
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
-import { inFreshNetns } from '../test/harness/isolation.mjs';
+import { inFreshNetnsOrReexec } from './fresh-netns.mjs';
 import { ratio, recordResults } from './results.mjs';
 
 const ENTRIES = Number(process.env.BENCH_ENTRIES ?? 50000);
@@ -15,18 +14,7 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const SET = 'kip-bench';
 
 
-if (!inFreshNetns()) {
-  if (process.env.KIP_BENCH_REEXEC) throw new Error('not in a fresh network namespace after unshare -n: refusing to touch the host ipsets');
-  const r = spawnSync('unshare', ['-n', process.execPath, fileURLToPath(import.meta.url)], {
-    stdio: 'inherit',
-    env: { ...process.env, KIP_BENCH_REEXEC: '1' },
-  });
-  if (r.error || r.status === null) {
-    console.error(`cannot create a network namespace (${r.error?.message ?? r.signal}): run as root, or \`unshare -n node bench/ipset.mjs\``);
-    process.exit(1);
-  }
-  process.exit(r.status);
-}
+inFreshNetnsOrReexec(import.meta.url, 'ipsets');
 
 const { NetlinkIpsetClient } = await import('../dist/src/kernel/ipset/client.js');
 

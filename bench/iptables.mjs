@@ -11,21 +11,12 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
 import { Writable } from 'node:stream';
 
-import { inFreshNetns } from '../test/harness/isolation.mjs';
+import { inFreshNetnsOrReexec } from './fresh-netns.mjs';
 import { ratio, recordResults } from './results.mjs';
 
-if (!inFreshNetns()) {
-  if (process.env.KIP_BENCH_REEXEC) throw new Error('not in a fresh network namespace after unshare -n: refusing to touch the host iptables');
-  const r = spawnSync('unshare', ['-n', process.execPath, fileURLToPath(import.meta.url)], { stdio: 'inherit', env: { ...process.env, KIP_BENCH_REEXEC: '1' } });
-  if (r.error || r.status === null) {
-    console.error(`cannot create a network namespace (${r.error?.message ?? r.signal}): run as root, or \`unshare -n node bench/iptables.mjs\``);
-    process.exit(1);
-  }
-  process.exit(r.status);
-}
+inFreshNetnsOrReexec(import.meta.url, 'iptables');
 
 const { ConfigSchema } = await import('../dist/src/config.js');
 const { Iptables, spawnExec, defaultBinaries } = await import('../dist/src/kernel/iptables.js');

@@ -7,22 +7,13 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
-import { inFreshNetns } from '../test/harness/isolation.mjs';
+import { inFreshNetnsOrReexec } from './fresh-netns.mjs';
 import { ratio, recordResults } from './results.mjs';
 
 const SIZES = (process.env.BENCH_SIZES ?? '10000,20000,40000').split(',').map(Number);
 const LINK = 'kip-bench0';
 
-if (!inFreshNetns()) {
-  if (process.env.KIP_BENCH_REEXEC) throw new Error('not in a fresh network namespace after unshare -n: refusing to touch the host links');
-  const r = spawnSync('unshare', ['-n', process.execPath, fileURLToPath(import.meta.url)], { stdio: 'inherit', env: { ...process.env, KIP_BENCH_REEXEC: '1' } });
-  if (r.error || r.status === null) {
-    console.error(`cannot create a network namespace (${r.error?.message ?? r.signal}): run as root, or \`unshare -n node bench/link.mjs\``);
-    process.exit(1);
-  }
-  process.exit(r.status);
-}
+inFreshNetnsOrReexec(import.meta.url, 'links');
 
 const { NetlinkLinkClient } = await import('../dist/src/kernel/link.js');
 const ip = (args, input) => execFileSync('ip', args, { encoding: 'utf8', maxBuffer: 1 << 28, ...(input ? { input } : {}) });
