@@ -63,6 +63,7 @@ export function peerRows({ results, endpoints }) {
     // The churn writes no second change to a service before the first is in the kernel: a slow proxy gets fewer.
     const rate = (x) => (x.churn.rate < 45 ? `, ${x.churn.rate.toFixed(0)} changes/s reached` : '');
     const synced = (x) => (x.readyMs === undefined ? '' : ` (first sync done ${s(x.readyMs)})`);
+    const RSS = "vs kube-proxy: RSS 3 s after the cold start's first sync (UML)";
     const waited = (x) => `${(x.firstSyncTimeoutMs / 60_000).toFixed(0)} min`;
     const perK = (x) => x.churn.cpuMs / x.churn.n; // CPU ms per change = CPU s per 1,000 changes
     // [needed figure, id, benchmark, ours, kube-proxy's, ratio and goal, kube-proxy's needed figure if another];
@@ -79,10 +80,10 @@ export function peerRows({ results, endpoints }) {
         () => ({ ratio: `CPU ${q(o.periodic.cpuMs, k.periodic.cpuMs)}` })],
       // kube-proxy's first sync not ended: its RSS sampled every 10 s meanwhile (its state built, its ipsets being filled).
       k.memCold === undefined && k.rssUnsynced
-        ? ['memCold', 'rss', 'vs kube-proxy: RSS 3 s after the cold start\'s first sync (UML)', () => MiB(o.memCold),
+        ? ['memCold', 'rss', RSS, () => MiB(o.memCold),
           () => `kube-proxy ${MiB(k.rssUnsynced.last)} ${waited(k)} into its first sync, not ended (at its cold start ${MiB(k.rssUnsynced.first)}, at most ${MiB(k.rssUnsynced.max)})`,
           () => ratioGoal(PEER_GOAL.rss[n], o.memCold, k.rssUnsynced.last), 'rssUnsynced']
-        : ['memCold', 'rss', 'vs kube-proxy: RSS 3 s after the cold start\'s first sync (UML)', () => MiB(o.memCold), () => `kube-proxy ${MiB(k.memCold)}`, () => ratioGoal(PEER_GOAL.rss[n], o.memCold, k.memCold)],
+        : ['memCold', 'rss', RSS, () => MiB(o.memCold), () => `kube-proxy ${MiB(k.memCold)}`, () => ratioGoal(PEER_GOAL.rss[n], o.memCold, k.memCold)],
       ['memChurn', 'rss-churn', 'vs kube-proxy: RSS after the churn (UML)', () => MiB(o.memChurn), () => `kube-proxy ${MiB(k.memChurn)}`, () => ({ ratio: q(o.memChurn, k.memChurn) })],
     ];
     // Goals on this daemon's figure alone, marked even without kube-proxy's.
