@@ -63,10 +63,11 @@ export function peerRows({ results, endpoints }) {
     // The churn writes no second change to a service before the first is in the kernel: a slow proxy gets fewer.
     const rate = (x) => (x.churn.rate < 45 ? `, ${x.churn.rate.toFixed(0)} changes/s reached` : '');
     const synced = (x) => (x.readyMs === undefined ? '' : ` (first sync done ${s(x.readyMs)})`);
-    const RSS = "vs kube-proxy: RSS 3 s after the cold start's first sync (UML)";
+    // kube-proxy's RSS: after its first sync, or else the last sample taken while it ran (its state built, its ipsets being filled).
+    const kRss = k.memCold ?? k.rssUnsynced?.last;
     const waited = (x) => `${(x.firstSyncTimeoutMs / 60_000).toFixed(0)} min`;
     const perK = (x) => x.churn.cpuMs / x.churn.n; // CPU ms per change = CPU s per 1,000 changes
-    // [needed figure, id, benchmark, ours, kube-proxy's, ratio and goal, kube-proxy's needed figure if another];
+    // [needed figure, id, benchmark, ours, kube-proxy's, ratio and goal, kube-proxy's figure if not k[needed]];
     // the last three read kube-proxy's figures.
     const figures = [
       ['cold', 'cold', 'vs kube-proxy: cold start, spawn → every virtual and real server in the kernel (UML), median', () => `${s(o.cold)}${synced(o)}`, () => `kube-proxy ${s(k.cold)}${synced(k)}; \`ipvsadm-restore\` ${s(r.restore)}`, () => ratioGoal(PEER_GOAL.cold[n], o.cold, k.cold)],
@@ -78,12 +79,9 @@ export function peerRows({ results, endpoints }) {
         () => `${o.periodic.kernelOps.toFixed(0)} writes, ${o.periodic.forks.toFixed(1)} processes, CPU ${s(o.periodic.cpuMs)}`,
         () => `kube-proxy: ${k.periodic.forks.toFixed(1)} processes (${Object.entries(k.periodic.execs).map(([c, v]) => `${c} ×${v.toFixed(0)}`).join(', ')}), CPU ${s(k.periodic.cpuMs)}`,
         () => ({ ratio: `CPU ${q(o.periodic.cpuMs, k.periodic.cpuMs)}` })],
-      // kube-proxy's first sync not ended: its RSS sampled every 10 s meanwhile (its state built, its ipsets being filled).
-      k.memCold === undefined && k.rssUnsynced
-        ? ['memCold', 'rss', RSS, () => MiB(o.memCold),
-          () => `kube-proxy ${MiB(k.rssUnsynced.last)} ${waited(k)} into its first sync, not ended (at its cold start ${MiB(k.rssUnsynced.first)}, at most ${MiB(k.rssUnsynced.max)})`,
-          () => ratioGoal(PEER_GOAL.rss[n], o.memCold, k.rssUnsynced.last), 'rssUnsynced']
-        : ['memCold', 'rss', RSS, () => MiB(o.memCold), () => `kube-proxy ${MiB(k.memCold)}`, () => ratioGoal(PEER_GOAL.rss[n], o.memCold, k.memCold)],
+      ['memCold', 'rss', "vs kube-proxy: RSS 3 s after the cold start's first sync (UML)", () => MiB(o.memCold),
+        () => `kube-proxy ${MiB(kRss)}${k.memCold === undefined ? ` ${waited(k)} into its first sync, not ended (at its cold start ${MiB(k.rssUnsynced.first)}, at most ${MiB(k.rssUnsynced.max)})` : ''}`,
+        () => ratioGoal(PEER_GOAL.rss[n], o.memCold, kRss), kRss],
       ['memChurn', 'rss-churn', 'vs kube-proxy: RSS after the churn (UML)', () => MiB(o.memChurn), () => `kube-proxy ${MiB(k.memChurn)}`, () => ({ ratio: q(o.memChurn, k.memChurn) })],
     ];
     // Goals on this daemon's figure alone, marked even without kube-proxy's.
@@ -91,9 +89,9 @@ export function peerRows({ results, endpoints }) {
     // kube-proxy whose first sync never ended: this daemon's figures, kube-proxy's marked not measured.
     const unsynced = k.firstSyncTimeoutMs === undefined ? null : `kube-proxy: not measured (its first sync had not ended ${waited(k)} after its cold start)`;
     // A run stopped early: only the figures both sides have (the cold start is recorded before the other phases).
-    for (const [need, id, benchmark, ours, ref, ratio, theirs = need] of figures) {
+    for (const [need, id, benchmark, ours, ref, ratio, theirs = k[need]] of figures) {
       if (o[need] === undefined) continue;
-      const both = k[theirs] !== undefined;
+      const both = theirs !== undefined;
       if (!both && (unsynced === null || need === 'cold')) continue;
       const row = { ...at(id), benchmark, ours: ours(), reference: both ? ref() : unsynced, ...(both ? ratio() : { ratio: '–' }) };
       if (own[need]) row.goal = own[need]();
