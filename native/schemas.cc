@@ -14,6 +14,7 @@ static const RootSchema* const kRoots[] = {
     &kNftGenRoot,
     &kRtnlLinkRoot,
     &kRtnlAddrRoot,
+    &kRtnlRouteRoot,
 };
 
 const RootSchema* findRootSchema(const char* name) {

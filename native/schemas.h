@@ -14,5 +14,6 @@ extern const RootSchema kIpsetAdtRoot;
 extern const RootSchema kNftGenRoot;
 extern const RootSchema kRtnlLinkRoot;
 extern const RootSchema kRtnlAddrRoot;
+extern const RootSchema kRtnlRouteRoot;
 
 }  // namespace kip

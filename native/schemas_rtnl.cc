@@ -1,8 +1,9 @@
-// rtnetlink (NETLINK_ROUTE) tables: links (struct ifinfomsg + IFLA_*) and addresses
-// (struct ifaddrmsg + IFA_*). Only what the proxy reads or writes; unknown attributes
+// rtnetlink (NETLINK_ROUTE) tables: links (struct ifinfomsg + IFLA_*), addresses
+// (struct ifaddrmsg + IFA_*) and routes (struct rtmsg + RTA_*). Only what the proxy reads or writes; unknown attributes
 // (stats, AF_SPEC, XDP, ...) are skipped by the decoder.
-// NOTE: widths follow the kernel's ifla_policy (net/core/rtnetlink.c) and ifa_ipv4_policy /
-// ifa_ipv6_policy (net/ipv4/devinet.c, net/ipv6/addrconf.c). ifi_index is a C int: read as
+// NOTE: widths follow the kernel's ifla_policy (net/core/rtnetlink.c), ifa_ipv4_policy /
+// ifa_ipv6_policy (net/ipv4/devinet.c, net/ipv6/addrconf.c) and rtm_ipv4_policy /
+// rtm_ipv6_policy (net/ipv4/fib_frontend.c, net/ipv6/route.c). ifi_index is a C int: read as
 // U32, which is exact for every real (positive) index.
 #include <linux/if.h>
 #include <linux/if_addr.h>
@@ -91,7 +92,41 @@ static const AttrSpec kAddrAttrs[] = {
 };
 KIP_SCHEMA(kAddr, "rtnl.addr", kAddrAttrs);
 
+static const HeaderField kRtmsgFields[] = {
+    {"family", offsetof(rtmsg, rtm_family), Kind::U8},
+    {"dstLen", offsetof(rtmsg, rtm_dst_len), Kind::U8},
+    {"srcLen", offsetof(rtmsg, rtm_src_len), Kind::U8},
+    {"tos", offsetof(rtmsg, rtm_tos), Kind::U8},
+    {"table", offsetof(rtmsg, rtm_table), Kind::U8},
+    {"protocol", offsetof(rtmsg, rtm_protocol), Kind::U8},
+    {"scope", offsetof(rtmsg, rtm_scope), Kind::U8},
+    {"type", offsetof(rtmsg, rtm_type), Kind::U8},
+    {"flags", offsetof(rtmsg, rtm_flags), Kind::U32},
+};
+const HeaderSpec kRtmsgHeader = {"rtmsg", sizeof(rtmsg), kRtmsgFields, 9};
+
+// Routes: only what a local route through the dummy link needs, and what a dump of the local
+// table is read by. Multipath, metrics and encapsulation nests are kept as raw bytes.
+// NOTE: RTA_TABLE (u32) supersedes rtm_table, which holds RT_TABLE_COMPAT for ids over 255.
+static const AttrSpec kRouteAttrs[] = {
+    KIP_ATTR_LEN(RTA_DST, BINARY, "dst", 4, 16),
+    KIP_ATTR_LEN(RTA_SRC, BINARY, "src", 4, 16),
+    KIP_ATTR(RTA_IIF, U32, "iif"),
+    KIP_ATTR(RTA_OIF, U32, "oif"),
+    KIP_ATTR_LEN(RTA_GATEWAY, BINARY, "gateway", 4, 16),
+    KIP_ATTR(RTA_PRIORITY, U32, "priority"),
+    KIP_ATTR_LEN(RTA_PREFSRC, BINARY, "prefsrc", 4, 16),
+    KIP_ATTR(RTA_METRICS, BINARY, "metrics"),
+    KIP_ATTR(RTA_MULTIPATH, BINARY, "multipath"),
+    KIP_ATTR(RTA_CACHEINFO, BINARY, "cacheInfo"),
+    KIP_ATTR(RTA_TABLE, U32, "table"),
+    KIP_ATTR(RTA_MARK, U32, "mark"),
+    KIP_ATTR(RTA_PREF, U8, "pref"),
+};
+KIP_SCHEMA(kRoute, "rtnl.route", kRouteAttrs);
+
 const RootSchema kRtnlLinkRoot = {"rtnl.link", &kIfinfoHeader, &kLink};
 const RootSchema kRtnlAddrRoot = {"rtnl.addr", &kIfaddrHeader, &kAddr};
+const RootSchema kRtnlRouteRoot = {"rtnl.route", &kRtmsgHeader, &kRoute};
 
 }  // namespace kip

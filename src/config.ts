@@ -9,6 +9,6 @@ export { FLAGS, UNSUPPORTED_KUBE_PROXY_FLAGS, formatHelp, type FlagKind, type Fl
 export { ConfigError, type Layer, type Origin } from './config/layer.js';
 export { cidrFamily, ipFamily, isUnspecified, parseHostPort, type HostPort } from './config/net.js';
 export {
-  ConfigSchema, HEALTHZ_PORT, METRICS_PORT, PROXY_MODES, SCHEDULERS, defaultConfig,
-  type Config, type ConfigInput, type Scheduler,
+  ADDRESS_BINDINGS, ConfigSchema, HEALTHZ_PORT, METRICS_PORT, PROXY_MODES, SCHEDULERS, defaultConfig,
+  type AddressBinding, type Config, type ConfigInput, type Scheduler,
 } from './config/schema.js';

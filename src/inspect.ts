@@ -31,7 +31,8 @@ export interface InspectReport {
   /** With --stats and the desired state: traffic per Service port. */
   traffic?: InspectTraffic[];
   ipsets: Array<{ name: string; type: string; family: string | null; entries: string[] }>;
-  dummy: { name: string; exists: boolean; addresses: string[] };
+  /** The dummy link, its addresses and the local routes through it (the two ways a Service IP is bound, --ipvs-address-binding). */
+  dummy: { name: string; exists: boolean; addresses: string[]; routes: string[] };
   iptables: { backend: string | null; nat: string[]; filter: string[] };
   /** The proxy mode the kernel state belongs to (see {@link modeOf}). */
   mode?: 'ipvs' | 'iptables' | 'both' | null;
@@ -127,7 +128,8 @@ async function readDummy(open: InspectSources['link']): Promise<InspectReport['d
   const client = open();
   try {
     const link = await client.getLink(DEFAULT_DUMMY_LINK);
-    return { name: DEFAULT_DUMMY_LINK, exists: link !== null, addresses: link ? await client.listAddresses(link) : [] };
+    if (!link) return { name: DEFAULT_DUMMY_LINK, exists: false, addresses: [], routes: [] };
+    return { name: DEFAULT_DUMMY_LINK, exists: true, addresses: await client.listAddresses(link), routes: await client.listLocalRoutes(link) };
   } finally {
     client.close();
   }
@@ -151,7 +153,7 @@ export async function gatherInspect(sources: InspectSources = realSources, optio
   const report: InspectReport = {
     ipvs: await attempt('ipvs', () => readIpvs(sources.ipvs, options.stats ?? false), { available: false, reason: 'could not be read' } as InspectReport['ipvs']),
     ipsets: await attempt('ipsets', () => readIpsets(sources.ipset), []),
-    dummy: await attempt('dummy', () => readDummy(sources.link), { name: DEFAULT_DUMMY_LINK, exists: false, addresses: [] }),
+    dummy: await attempt('dummy', () => readDummy(sources.link), { name: DEFAULT_DUMMY_LINK, exists: false, addresses: [], routes: [] }),
     iptables: await attempt<InspectReport['iptables']>('iptables', () => sources.iptables(), { backend: null, nat: [], filter: [] }),
   };
   report.mode = modeOf(report);
@@ -202,6 +204,7 @@ export function formatInspect(r: InspectReport, opts: { ipvsOnly?: boolean } = {
   }
   out.push('', `dummy interface ${r.dummy.name}: ${r.dummy.exists ? 'present' : 'absent'}`);
   for (const a of r.dummy.addresses) out.push(`  ${a}`);
+  for (const a of r.dummy.routes) out.push(`  ${a} (local route)`);
   out.push('', `iptables (${r.iptables.backend ?? 'unknown backend'}):`);
   for (const [table, lines] of [['nat', r.iptables.nat], ['filter', r.iptables.filter]] as const) {
     out.push(`  *${table} (${lines.length} lines)`);

@@ -59,6 +59,7 @@ export const FLAG_DEFS: readonly FlagDef[] = [
   def('iptables-sync-period', 'value', DUR, '30s', 'As --ipvs-sync-period, in iptables mode.', { path: 'iptables.syncPeriodMs', convert: parseDuration }),
   def('iptables-min-sync-period', 'value', DUR, '1s', 'As --ipvs-min-sync-period, in iptables mode.', { path: 'iptables.minSyncPeriodMs', convert: parseDuration }),
   def('ipvs-exclude-cidrs', 'list', 'CIDR,...', '', 'CIDRs whose IPVS virtual servers cleanup must not touch.', { path: 'ipvs.excludeCIDRs' }),
+  def('ipvs-address-binding', 'value', 'MODE', 'route', "How Service IPs are made local on kube-ipvs0: route (a local route each) or address (an address each, as kube-proxy; slow past ~10,000 IPs).", { path: 'ipvs.addressBinding' }),
   def('ipvs-strict-arp', 'bool', '', '', 'Set arp_ignore=1 and arp_announce=2 (needed by some load balancers, e.g. MetalLB L2).', { path: 'ipvs.strictARP', convert: toBool }),
   def('ipvs-tcp-timeout', 'value', DUR, '0s', 'Idle timeout of IPVS TCP connections; 0 leaves the kernel value.', { path: 'ipvs.tcpTimeoutMs', convert: parseDuration }),
   def('ipvs-tcpfin-timeout', 'value', DUR, '0s', 'Timeout of IPVS TCP connections after a FIN; 0 leaves the kernel value.', { path: 'ipvs.tcpFinTimeoutMs', convert: parseDuration }),

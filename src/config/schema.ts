@@ -14,6 +14,8 @@ export type Scheduler = (typeof SCHEDULERS)[number];
 
 /** Proxy modes: ipvs (ours, the default) or the iptables proxier. */
 export const PROXY_MODES = ['ipvs', 'iptables'] as const;
+/** How Service IPs are made local (docs/decisions.md): a local route each through the dummy link, or kube-proxy's address each on it. */
+export const ADDRESS_BINDINGS = ['route', 'address'] as const;
 
 /** Default ports of the health and metrics servers, as kube-proxy. */
 export const HEALTHZ_PORT = 10256;
@@ -22,6 +24,7 @@ export const METRICS_PORT = 10249;
 
 /** Proxy mode. */
 export type ProxyMode = (typeof PROXY_MODES)[number];
+export type AddressBinding = (typeof ADDRESS_BINDINGS)[number];
 
 /** The normalised, validated configuration the daemon runs with. */
 export interface Config {
@@ -39,6 +42,8 @@ export interface Config {
     excludeCIDRs: string[];
     /** Set arp_ignore=1 and arp_announce=2. */
     strictARP: boolean;
+    /** How Service IPs are bound to the dummy link. */
+    addressBinding: AddressBinding;
     /** IPVS connection timeouts; 0 leaves the kernel's value. */
     tcpTimeoutMs: number;
     tcpFinTimeoutMs: number;
@@ -155,6 +160,7 @@ const configRule = object<Config>(
       scheduler: withDefault(oneOf(SCHEDULERS, 'scheduler'), () => 'rr'),
       excludeCIDRs: withDefault(listOf(cidr), () => []),
       strictARP: withDefault(bool, () => false),
+      addressBinding: withDefault(oneOf(ADDRESS_BINDINGS, 'address binding'), () => 'route'),
       tcpTimeoutMs: withDefault(durationMs, () => 0),
       tcpFinTimeoutMs: withDefault(durationMs, () => 0),
       udpTimeoutMs: withDefault(durationMs, () => 0),

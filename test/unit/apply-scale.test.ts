@@ -38,7 +38,7 @@ const endpointsOf = (i: number, n = ENDPOINTS) => Array.from({ length: n }, (_, 
 const ipvs = new FakeIpvsClient();
 const ipset = new FakeIpsetClient();
 const link = new FakeLinkClient();
-const clients = { ipvs, ipset, link, dummyName: 'kube-ipvs0' };
+const clients = { ipvs, ipset, link, dummyName: 'kube-ipvs0', binding: 'route' as const };
 const index = new DesiredIndex();
 const graceful = new GracefulState();
 let observed: ObservedState;
@@ -113,7 +113,7 @@ describe(`${SERVICES} services x ${ENDPOINTS} endpoints`, () => {
 describe('a first sync in batches', () => {
   /** Fresh fake kernel clients, and a first sync of the whole table run by `firstSync`. */
   async function fresh() {
-    const k = { ipvs: new FakeIpvsClient(), ipset: new FakeIpsetClient(), link: new FakeLinkClient(), dummyName: 'kube-ipvs0' };
+    const k = { ipvs: new FakeIpvsClient(), ipset: new FakeIpsetClient(), link: new FakeLinkClient(), dummyName: 'kube-ipvs0', binding: 'route' as const };
     await k.link.ensureDummy('kube-ipvs0');
     const idx = new DesiredIndex();
     for (let i = 0; i < SERVICES; i++) idx.set(`ns/svc-${i}:http/tcp`, contribution(i, endpointsOf(i)));

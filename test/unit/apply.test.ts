@@ -43,7 +43,7 @@ class Env {
   index = new DesiredIndex();
   graceful = new GracefulState();
   observed: ObservedState = emptyObserved();
-  clients = { ipvs: this.ipvs, ipset: this.ipset, link: this.link, dummyName: 'kube-ipvs0' };
+  clients = { ipvs: this.ipvs, ipset: this.ipset, link: this.link, dummyName: 'kube-ipvs0', binding: 'route' as const };
   lastPlan!: Plan;
 
   async init(): Promise<this> {
@@ -94,10 +94,10 @@ describe('applyPlan', () => {
       'tcp/10.96.0.2:80': { '10.244.1.4:8080': 1 },
     });
     expect(env.ipset.members('KUBE-CLUSTER-IP')).toEqual(['10.96.0.1,tcp:80', '10.96.0.2,tcp:80']);
-    expect(await env.link.listAddresses('kube-ipvs0')).toEqual(['10.96.0.1', '10.96.0.2']);
+    expect(await env.link.listLocalRoutes('kube-ipvs0')).toEqual(['10.96.0.1', '10.96.0.2']);
     expect(env.ipvs.calls.apply).toBe(1);
     expect(env.ipset.calls).toMatchObject({ create: 2, add: 2, del: 0 });
-    expect(env.link.calls.filter((c) => c.startsWith('addAddresses'))).toHaveLength(1);
+    expect(env.link.calls.filter((c) => c.startsWith('addLocalRoutes'))).toHaveLength(1);
     expect(r.counts).toMatchObject({ ipvsOps: 5, ipvsCalls: 1, ipsetEntries: 5, ipsetCalls: 4, addresses: 2, linkCalls: 1, followUps: 0 });
     await env.expectConsistent();
 
@@ -135,7 +135,7 @@ describe('applyPlan', () => {
     await env.ipvs.apply([{ kind: 'addService', service: A }, { kind: 'addDestination', service: A, destination: dst('10.244.1.2', 8080, { weight: 7 }) }]);
     await env.ipset.create(OWNED[0]!.spec);
     await env.ipset.add('KUBE-CLUSTER-IP', ['10.96.0.1,tcp:80']);
-    await env.link.addAddresses('kube-ipvs0', ['10.96.0.1']);
+    await env.link.addLocalRoutes('kube-ipvs0', ['10.96.0.1']);
     env.observed = await env.read();
     env.observed.virtualServers.get(serviceId(A))!.destinations = new DestinationTable(); // stale: it thinks the destination is missing
     env.observed.ipsets.get('KUBE-CLUSTER-IP')!.clear();
@@ -157,7 +157,7 @@ describe('applyPlan', () => {
     await env.ipvs.flush();
     await env.ipset.flush('KUBE-CLUSTER-IP');
     await env.ipset.flush('KUBE-LOOP-BACK');
-    await env.link.deleteAddresses('kube-ipvs0', ['10.96.0.1']);
+    await env.link.deleteLocalRoutes('kube-ipvs0', ['10.96.0.1']);
     const r = await env.sync('full'); // observed is stale: it still has everything
     expect(env.lastPlan.counts).toMatchObject({ deleteService: 1, ipsetDel: 2, addressDel: 1 });
     expect(r).toMatchObject({ errors: [], retry: false });
@@ -254,17 +254,17 @@ describe('applyPlan', () => {
     env.index.set('a', clusterIP('a', '10.96.0.1', ['10.244.1.2', '10.244.1.3']));
     env.index.set('b', clusterIP('b', '10.96.0.2', ['10.244.1.4']));
     await env.full();
-    const before = { ipvs: await env.ipvs.dumpAll(), sets: await env.ipset.list(), addrs: await env.link.listAddresses('kube-ipvs0') };
+    const before = { ipvs: await env.ipvs.dumpAll(), sets: await env.ipset.list(), addrs: await env.link.listLocalRoutes('kube-ipvs0') };
     await env.ipvs.flush(); // ipvsadm -C
     await env.ipset.destroy('KUBE-LOOP-BACK');
     await env.ipset.del('KUBE-CLUSTER-IP', ['10.96.0.2,tcp:80']);
-    await env.link.deleteAddresses('kube-ipvs0', ['10.96.0.1']);
+    await env.link.deleteLocalRoutes('kube-ipvs0', ['10.96.0.1']);
     await env.ipvs.apply([{ kind: 'addService', service: svc('10.96.7.7', 80) }]); // and adds a stranger
     const r = await env.full();
     expect(r).toMatchObject({ errors: [], retry: false });
     expect(await env.ipvs.dumpAll()).toEqual(before.ipvs);
     expect(await env.ipset.list()).toEqual(expect.arrayContaining(before.sets));
-    expect(await env.link.listAddresses('kube-ipvs0')).toEqual(expect.arrayContaining(before.addrs));
+    expect(await env.link.listLocalRoutes('kube-ipvs0')).toEqual(expect.arrayContaining(before.addrs));
     await env.expectConsistent();
   });
 });

@@ -158,7 +158,7 @@ describe('--config KubeProxyConfiguration', () => {
       masqueradeBit: 12,
       syncPeriodMs: 60_000,
       minSyncPeriodMs: 5_000,
-      ipvs: { scheduler: 'lc', excludeCIDRs: ['192.168.0.0/16'], strictARP: true, tcpTimeoutMs: 7_200_000, tcpFinTimeoutMs: 30_000, udpTimeoutMs: 10_000 },
+      ipvs: { scheduler: 'lc', excludeCIDRs: ['192.168.0.0/16'], strictARP: true, addressBinding: 'route', tcpTimeoutMs: 7_200_000, tcpFinTimeoutMs: 30_000, udpTimeoutMs: 10_000 },
       // 0 is kept (leave the kernel's value), as kube-proxy's pointer fields; null would be the default.
       conntrack: { maxPerCore: 0, min: 1000, tcpEstablishedTimeoutMs: 7_200_000, tcpCloseWaitTimeoutMs: 0, tcpBeLiberal: true, udpTimeoutMs: 15_000, udpStreamTimeoutMs: 60_000 },
       configFile: '/t.yaml',

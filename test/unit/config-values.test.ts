@@ -97,7 +97,7 @@ describe('ConfigSchema', () => {
       fallback: true,
       syncPeriodMs: 30_000,
       minSyncPeriodMs: 1_000,
-      ipvs: { scheduler: 'rr', excludeCIDRs: [], strictARP: false, tcpTimeoutMs: 0, tcpFinTimeoutMs: 0, udpTimeoutMs: 0 },
+      ipvs: { scheduler: 'rr', excludeCIDRs: [], strictARP: false, addressBinding: 'route', tcpTimeoutMs: 0, tcpFinTimeoutMs: 0, udpTimeoutMs: 0 },
       conntrack: { maxPerCore: 32768, min: 131072, tcpEstablishedTimeoutMs: 86_400_000, tcpCloseWaitTimeoutMs: 3_600_000, tcpBeLiberal: false, udpTimeoutMs: 0, udpStreamTimeoutMs: 0 },
       clusterCIDRs: [],
       masqueradeAll: false,

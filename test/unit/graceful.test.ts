@@ -27,7 +27,7 @@ let graceful: GracefulState;
 let observed: ObservedState;
 let now: number;
 let last: Plan;
-const clients = () => ({ ipvs, ipset: new FakeIpsetClient(), link: new FakeLinkClient(), dummyName: 'kube-ipvs0' });
+const clients = () => ({ ipvs, ipset: new FakeIpsetClient(), link: new FakeLinkClient(), dummyName: 'kube-ipvs0', binding: 'route' as const });
 
 async function sync(scope: DesiredDelta | 'full'): Promise<ApplyResult> {
   last = plan(index, observed, scope, graceful, { now, gracefulTimeoutMs: TIMEOUT, excludeCIDRs: [], ownedSets: [] });

@@ -45,7 +45,7 @@ describe('inspect', () => {
       }],
     });
     expect(report.ipsets).toEqual([{ name: 'KUBE-CLUSTER-IP', type: 'hash:ip,port', family: 'inet', entries: ['10.96.0.10,tcp:80'] }]);
-    expect(report.dummy).toEqual({ name: 'kube-ipvs0', exists: false, addresses: [] });
+    expect(report.dummy).toEqual({ name: 'kube-ipvs0', exists: false, addresses: [], routes: [] });
     expect(report.iptables).toEqual({ backend: 'legacy', nat: ['-N KUBE-SERVICES'], filter: [] });
     expect(report.errors).toBeUndefined();
   });

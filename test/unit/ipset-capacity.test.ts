@@ -31,7 +31,7 @@ function indexWith(n: number): DesiredIndex {
   return ix;
 }
 const opts: PlanOptions = { now: 0, gracefulTimeoutMs: 0, excludeCIDRs: [], ownedSets: [ownedSet(SET)!] };
-const clients = (ipset: FakeIpsetClient) => ({ ipvs: new FakeIpvsClient(), ipset, link: new FakeLinkClient(), dummyName: 'kube-ipvs0' });
+const clients = (ipset: FakeIpsetClient) => ({ ipvs: new FakeIpvsClient(), ipset, link: new FakeLinkClient(), dummyName: 'kube-ipvs0', binding: 'route' as const });
 
 describe('set sizes', () => {
   it('kube-proxy\'s 65,536 at least; a power of two with room for twice the entries; growth past three quarters', () => {

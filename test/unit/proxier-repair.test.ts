@@ -59,14 +59,14 @@ describe('IpvsProxier repairs what it owns', () => {
     await expect(proxier.sync()).rejects.toThrow(/kernel operations failed/);
     expect(errors.map((e) => e.object)).toContain('kube-ipvs0');
     await proxier.sync();
-    expect((await link.listAddresses('kube-ipvs0')).sort()).toEqual(['10.96.0.10', '10.96.0.11', '10.96.0.12']);
+    expect((await link.listLocalRoutes('kube-ipvs0')).sort()).toEqual(['10.96.0.10', '10.96.0.11', '10.96.0.12']);
   });
 
   it('a deleted dummy link is re-created by a full sync even without changes', async () => {
     await link.deleteLink('kube-ipvs0');
     const r = await proxier.sync({ full: true });
     expect(r.errors).toBe(0);
-    expect((await link.listAddresses('kube-ipvs0')).sort()).toEqual(['10.96.0.10', '10.96.0.11']);
+    expect((await link.listLocalRoutes('kube-ipvs0')).sort()).toEqual(['10.96.0.10', '10.96.0.11']);
   });
 
   it('sysctls are re-ensured on every full sync; a failure is reported once', async () => {

@@ -87,13 +87,13 @@ describe('periodic verification', () => {
     ipvs.resetCounters();
     ipset.resetCounters();
     const restores = iptables.restores;
-    const addressCalls = link.calls.filter((c) => c.startsWith('addAddresses')).length;
+    const addressCalls = link.calls.filter((c) => c.startsWith('addLocalRoutes')).length;
     const r = await periodic();
     expect(r).toMatchObject({ repaired: 0, ops: 0, iptablesRestores: 0, errors: 0 });
     expect(r!.steps).toBeGreaterThan(3); // services, 3 destination chunks, sets, addresses
     expect(ipvs.calls.apply).toBe(0);
     expect(ipset.calls.add + ipset.calls.del + ipset.calls.create).toBe(0);
-    expect(link.calls.filter((c) => c.startsWith('addAddresses')).length).toBe(addressCalls);
+    expect(link.calls.filter((c) => c.startsWith('addLocalRoutes')).length).toBe(addressCalls);
     expect(iptables.restores).toBe(restores);
   });
 
@@ -109,7 +109,7 @@ describe('periodic verification', () => {
     expect(ipvs.weights()['tcp/10.96.1.4:80']).toEqual({ '10.244.1.2:8080': 1, '10.244.2.2:8080': 1 });
     expect(ipset.members('KUBE-CLUSTER-IP')).toHaveLength(300);
     expect(ipset.members('KUBE-LOOP-BACK')).toEqual([]); // re-created (no local endpoints here)
-    expect(await link.listAddresses('kube-ipvs0')).toHaveLength(300);
+    expect(await link.listLocalRoutes('kube-ipvs0')).toHaveLength(300);
     expect(iptables.rules).not.toBe('');
     // and a second verification finds nothing left to do
     ipvs.resetCounters();
@@ -376,13 +376,13 @@ describe('restart over a programmed kernel', () => {
       ipvs.resetCounters();
       ipset.resetCounters();
       const restores = iptables.restores;
-      const addressCalls = link.calls.filter((c) => c.startsWith('addAddresses')).length;
+      const addressCalls = link.calls.filter((c) => c.startsWith('addLocalRoutes')).length;
       const second = restarted(dir);
       await second.p.sync();
       expect(ipvs.calls.apply).toBe(0);
       expect(ipvs.calls.dumpAll).toBe(0);
       expect(ipset.calls.add + ipset.calls.del + ipset.calls.create).toBe(0);
-      expect(link.calls.filter((c) => c.startsWith('addAddresses')).length).toBe(addressCalls);
+      expect(link.calls.filter((c) => c.startsWith('addLocalRoutes')).length).toBe(addressCalls);
       expect(iptables.restores).toBe(restores);
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -65,7 +65,7 @@ describe('IpvsProxier', () => {
     expect(r.full).toBe(true);
     expect(ipvs.weights()).toEqual({ 'tcp/10.96.0.10:80': { '10.244.1.2:8080': 1, '10.244.2.2:8080': 1 } });
     expect(ipset.members('KUBE-CLUSTER-IP')).toEqual(['10.96.0.10,tcp:80']);
-    expect(await link.listAddresses('kube-ipvs0')).toEqual(['10.96.0.10']);
+    expect(await link.listLocalRoutes('kube-ipvs0')).toEqual(['10.96.0.10']);
     expect(iptables.restores).toBe(1);
     expect(health.snapshot().healthy).toBe(true);
     expect(await metrics.expose()).toMatch(/kube_ipvs_proxy_virtual_servers 1\n/);

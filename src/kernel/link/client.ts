@@ -1,4 +1,5 @@
-// The link client: the dummy interface, its addresses (batched) and the node's local addresses.
+// The link client: the dummy interface, its addresses and local routes (batched) and the node's
+// local addresses.
 // Like kube-proxy's IPVS mode (pkg/proxy/ipvs/netlink_linux.go), kube-ipvs0 is left DOWN: a down
 // link's addresses still get local routes (NOTE: fib_add_ifaddr in net/ipv4/fib_frontend.c;
 // addrconf_f6i_alloc's fc_ignore_dev_down in net/ipv6/route.c), so traffic to them is accepted.
@@ -16,13 +17,18 @@ import {
   deleteLinkRequest,
   dumpAddressesRequest,
   dumpLinksRequest,
+  dumpRoutesRequest,
   getLinkRequest,
+  LOCAL_ROUTE_PROTOCOL,
+  localRouteRequest,
   isIpv6LinkLocal,
   isLoopback,
   newDummyRequest,
   parseAddress,
   parseHostAddress,
   parseLink,
+  parseRoute,
+  setLinkUpRequest,
 } from './codec.js';
 import {
   DEFAULT_DUMMY_LINK,
@@ -49,12 +55,24 @@ export interface LinkClient {
   addAddresses(link: LinkRef, addresses: readonly string[]): Promise<AddressResult[]>;
   /** Deletes host addresses in one batch; one result per input (EADDRNOTAVAIL when absent). */
   deleteAddresses(link: LinkRef, addresses: readonly string[]): Promise<AddressResult[]>;
+  /** Sets IFF_UP on the link (IPv6 refuses a route through a link that is down). */
+  setUp(link: LinkRef): Promise<void>;
+  /** The host routes of type local in the local table through the link that this client adds (by their protocol), canonical. ENODEV when the link is missing. */
+  listLocalRoutes(link: LinkRef): Promise<string[]>;
+  /** Adds local host routes through the link in one batch; one result per input (EEXIST when present). */
+  addLocalRoutes(link: LinkRef, addresses: readonly string[]): Promise<AddressResult[]>;
+  /** Deletes the local host routes this client added; one result per input (ESRCH when absent). */
+  deleteLocalRoutes(link: LinkRef, addresses: readonly string[]): Promise<AddressResult[]>;
   /** The node's addresses on every link but the excluded ones, filtered like kube-proxy's NodePort addresses. */
   localAddresses(opts?: LocalAddressOptions): Promise<LocalAddress[]>;
   close(): void;
 }
 
 const N = constantsOf('netlink');
+const R = constantsOf('rtnl');
+
+/** rtnl.route attributes parseRoute does not read. */
+const UNREAD_ROUTE_ATTRS = ['src', 'iif', 'gateway', 'priority', 'prefsrc', 'metrics', 'multipath', 'cacheInfo', 'mark', 'pref'];
 
 /** rtnl.addr attributes parseAddress does not read: not decoded (a JS object per attribute per address). */
 const UNREAD_ADDRESS_ATTRS = ['label', 'broadcast', 'anycast', 'cacheInfo', 'multicast', 'rtPriority', 'proto'];
@@ -165,15 +183,46 @@ export class NetlinkLinkClient implements LinkClient {
   }
 
   addAddresses(link: LinkRef, addresses: readonly string[]): Promise<AddressResult[]> {
-    return this.changeAddresses('add', link, addresses);
+    return this.change('address', 'add', link, addresses);
   }
 
   deleteAddresses(link: LinkRef, addresses: readonly string[]): Promise<AddressResult[]> {
-    return this.changeAddresses('delete', link, addresses);
+    return this.change('address', 'delete', link, addresses);
   }
 
-  private async changeAddresses(kind: 'add' | 'delete', link: LinkRef, addresses: readonly string[]): Promise<AddressResult[]> {
-    const op = kind === 'add' ? 'link.addAddress' : 'link.deleteAddress';
+  async setUp(link: LinkRef): Promise<void> {
+    const op = 'link.setUp';
+    const target = await this.resolve(op, link);
+    await this.conn.request('rtnl.link', setLinkUpRequest(target.index), op, target.name);
+  }
+
+  async listLocalRoutes(link: LinkRef): Promise<string[]> {
+    const op = 'link.listLocalRoutes';
+    const { index } = await this.resolve(op, link);
+    const where = { field: 'table', in: [R.RT_TABLE_LOCAL!] };
+    const t = await this.conn.dumpTable('rtnl.route', dumpRoutesRequest(), op, undefined, { where, omit: UNREAD_ROUTE_ATTRS });
+    const header = rowReader(t, 'header') as (row: number) => Record<string, number>;
+    const attrs = rowReader(t);
+    const out: string[] = [];
+    for (let r = 0; r < t.rows; r++) {
+      const route = parseRoute(op, { header: header(r), attrs: attrs(r) });
+      if (!route || route.oif !== index || route.type !== R.RTN_LOCAL || route.protocol !== LOCAL_ROUTE_PROTOCOL) continue;
+      if (route.table === R.RT_TABLE_LOCAL && route.prefixLength === (route.family === 'ipv4' ? 32 : 128)) out.push(route.address);
+    }
+    return out;
+  }
+
+  addLocalRoutes(link: LinkRef, addresses: readonly string[]): Promise<AddressResult[]> {
+    return this.change('route', 'add', link, addresses);
+  }
+
+  deleteLocalRoutes(link: LinkRef, addresses: readonly string[]): Promise<AddressResult[]> {
+    return this.change('route', 'delete', link, addresses);
+  }
+
+  /** Adds or deletes host addresses, or local routes, in one batch. */
+  private async change(what: 'address' | 'route', kind: 'add' | 'delete', link: LinkRef, addresses: readonly string[]): Promise<AddressResult[]> {
+    const op = `link.${kind}${what === 'address' ? 'Address' : 'LocalRoute'}`;
     if (!Array.isArray(addresses)) throw new ValidationError(op, 'addresses', 'expected an array');
     const results: AddressResult[] = new Array(addresses.length);
     const parsed: Array<{ i: number; address: string }> = [];
@@ -187,8 +236,9 @@ export class NetlinkLinkClient implements LinkClient {
     });
     if (parsed.length > 0) {
       const target = await this.resolve(op, link);
-      const requests: NlRequest[] = parsed.map((p) => addressRequest(kind, target.index, p.address));
-      const outcomes = await this.conn.batch('rtnl.addr', requests, (j) => ({ op, object: `${parsed[j]!.address} dev ${target.name}` }), ERRORS_ONLY);
+      const request = what === 'address' ? addressRequest : localRouteRequest;
+      const requests: NlRequest[] = parsed.map((p) => request(kind, target.index, p.address));
+      const outcomes = await this.conn.batch(what === 'address' ? 'rtnl.addr' : 'rtnl.route', requests, (j) => ({ op, object: `${parsed[j]!.address} dev ${target.name}` }), ERRORS_ONLY);
       outcomes.forEach((o, j) => {
         const { i, address } = parsed[j]!;
         results[i] = o.ok ? { address, ok: true } : { address, ok: false, error: o.error };

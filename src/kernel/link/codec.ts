@@ -1,4 +1,5 @@
-// Links and addresses <-> the addon's "rtnl.link" / "rtnl.addr" messages, and input checks.
+// Links, addresses and local routes <-> the addon's "rtnl.link" / "rtnl.addr" / "rtnl.route"
+// messages, and input checks.
 import { constants as os } from 'node:os';
 
 import { constantsOf, type NlMessage, type NlRequest } from '../../native/binding.js';
@@ -55,6 +56,11 @@ export function newDummyRequest(name: string): NlRequest {
   };
 }
 
+/** RTM_NEWLINK setting IFF_UP on an existing link (ifi_change masks the one flag). */
+export function setLinkUpRequest(index: number): NlRequest {
+  return { type: R.RTM_NEWLINK!, header: { family: N.AF_UNSPEC!, index, flags: R.IFF_UP!, change: R.IFF_UP! } };
+}
+
 /** RTM_DELLINK by index. */
 export function deleteLinkRequest(index: number): NlRequest {
   return { type: R.RTM_DELLINK!, header: { family: N.AF_UNSPEC!, index } };
@@ -82,6 +88,80 @@ export function addressRequest(kind: 'add' | 'delete', index: number, address: s
       index,
     },
     attrs: { local: bytes, address: bytes },
+  };
+}
+
+/** The protocol of the local routes the link client adds: tells them from the kernel's own (RTPROT_KERNEL) for a bound address. */
+export const LOCAL_ROUTE_PROTOCOL = R.RTPROT_STATIC!;
+
+/**
+ * RTM_NEWROUTE / RTM_DELROUTE of a host route of type `local` in the local table through link
+ * `index` (`ip route add local 10.96.0.1/32 dev kube-ipvs0 table local proto static scope host
+ * src 10.96.0.1`): the address is the node's without being an address of any link.
+ */
+export function localRouteRequest(kind: 'add' | 'delete', index: number, address: string): NlRequest {
+  const family = familyOf(address);
+  if (!family) throw new Error(`invalid IP address ${JSON.stringify(address)}`);
+  const bytes = Buffer.from(ipToBytes(address));
+  const add = kind === 'add';
+  // NOTE: CREATE without EXCL. An IPv4 route that differs from the kernel's for a bound address
+  // only by its protocol is inserted ahead of it instead of refused (fib_table_insert in
+  // net/ipv4/fib_trie.c), so an address can become a route with no gap; our own route again is
+  // EEXIST. IPv4 takes the address as preferred source (the node's connections to it come from
+  // it, as from an address); IPv6 refuses a source that no link holds (ip6_route_info_create).
+  // A delete names the protocol: the kernel's route for an address is left alone.
+  return {
+    type: add ? R.RTM_NEWROUTE! : R.RTM_DELROUTE!,
+    ...(add ? { flags: N.NLM_F_CREATE! } : {}),
+    header: {
+      family: AF[family],
+      dstLen: HOST_PREFIX[family],
+      table: R.RT_TABLE_LOCAL!,
+      protocol: LOCAL_ROUTE_PROTOCOL,
+      scope: R.RT_SCOPE_HOST!,
+      type: R.RTN_LOCAL!,
+    },
+    attrs: { dst: bytes, oif: index, ...(family === 'ipv4' ? { prefsrc: bytes } : {}) },
+  };
+}
+
+/** RTM_GETROUTE dump of both families' routes (kept to the local table by the dump's filter). */
+export function dumpRoutesRequest(): NlRequest {
+  return { type: R.RTM_GETROUTE!, header: { family: N.AF_UNSPEC! } };
+}
+
+/** A route as parseRoute reads it: a host route's destination, the link it goes out of, its type and protocol. */
+export interface LocalRoute {
+  address: string;
+  family: Family;
+  prefixLength: number;
+  oif: number;
+  table: number;
+  type: number;
+  protocol: number;
+}
+
+interface RouteAttrs {
+  dst?: Uint8Array;
+  oif?: number;
+  table?: number;
+}
+
+/** A route from an RTM_NEWROUTE message; null for other families and routes without a destination or link. Throws EBADMSG on a bad length. */
+export function parseRoute(op: string, msg: Pick<NlMessage, 'header' | 'attrs'>): LocalRoute | null {
+  const h = msg.header;
+  const family = h.family === N.AF_INET ? 'ipv4' : h.family === N.AF_INET6 ? 'ipv6' : null;
+  const a = msg.attrs as RouteAttrs;
+  if (!family || !a.dst || a.oif === undefined) return null;
+  if (a.dst.length !== (family === 'ipv4' ? 4 : 16)) throw malformed(op, `${family} route destination of ${a.dst.length} bytes`);
+  return {
+    address: bytesToIp(a.dst, family),
+    family,
+    prefixLength: h.dstLen ?? 0,
+    oif: a.oif,
+    table: a.table ?? h.table ?? 0,
+    type: h.type ?? 0,
+    protocol: h.protocol ?? 0,
   };
 }
 

@@ -20,6 +20,8 @@ import {
 interface FakeLink extends Link {
   /** By address, in the order added (a map: tens of thousands of addresses stay cheap). */
   addresses: Map<string, { address: string; family: Family }>;
+  /** The local routes through it that the client added, by address, in the order added. */
+  routes: Map<string, { address: string; family: Family }>;
 }
 
 function kernelError(op: string, code: string, object: string): NetlinkError {
@@ -69,7 +71,7 @@ export class FakeLinkClient implements LinkClient {
 
   /** Adds a link as if another program made it. */
   addLink(name: string, kind: string | null, up = true, addresses: readonly string[] = []): Link {
-    const link: FakeLink = { index: this.nextIndex++, name, kind, up, addresses: new Map() };
+    const link: FakeLink = { index: this.nextIndex++, name, kind, up, addresses: new Map(), routes: new Map() };
     for (const a of addresses) {
       const p = parseHostAddress('fake', 'address', a);
       link.addresses.set(p.address, p);
@@ -146,16 +148,39 @@ export class FakeLinkClient implements LinkClient {
   }
 
   async addAddresses(link: LinkRef, addresses: readonly string[]): Promise<AddressResult[]> {
-    return this.change('add', link, addresses);
+    return this.change('address', 'add', link, addresses);
   }
 
   async deleteAddresses(link: LinkRef, addresses: readonly string[]): Promise<AddressResult[]> {
-    return this.change('delete', link, addresses);
+    return this.change('address', 'delete', link, addresses);
   }
 
-  private change(kind: 'add' | 'delete', link: LinkRef, addresses: readonly string[]): AddressResult[] {
-    const op = kind === 'add' ? 'link.addAddress' : 'link.deleteAddress';
-    this.enter(kind === 'add' ? 'addAddresses' : 'deleteAddresses', typeof link === 'string' ? link : link.name);
+  async setUp(link: LinkRef): Promise<void> {
+    this.enter('setUp', typeof link === 'string' ? link : link.name);
+    const l = this.find('link.setUp', link);
+    if (!l) throw kernelError('link.setUp', 'ENODEV', typeof link === 'string' ? link : link.name);
+    l.up = true;
+  }
+
+  async listLocalRoutes(link: LinkRef): Promise<string[]> {
+    this.enter('listLocalRoutes', typeof link === 'string' ? link : link.name);
+    const l = this.find('link.listLocalRoutes', link);
+    return l ? [...l.routes.keys()] : [];
+  }
+
+  async addLocalRoutes(link: LinkRef, addresses: readonly string[]): Promise<AddressResult[]> {
+    return this.change('route', 'add', link, addresses);
+  }
+
+  async deleteLocalRoutes(link: LinkRef, addresses: readonly string[]): Promise<AddressResult[]> {
+    return this.change('route', 'delete', link, addresses);
+  }
+
+  /** Adds or deletes addresses or local routes with the kernel's answers. */
+  private change(what: 'address' | 'route', kind: 'add' | 'delete', link: LinkRef, addresses: readonly string[]): AddressResult[] {
+    const noun = what === 'address' ? 'Address' : 'LocalRoute';
+    const op = `link.${kind}${noun}`;
+    this.enter(`${kind}${noun}${what === 'address' ? 'es' : 's'}`, typeof link === 'string' ? link : link.name);
     const parsed = addresses.map((input, i) => {
       try {
         return parseHostAddress(op, `addresses[${i}]`, input);
@@ -175,13 +200,22 @@ export class FakeLinkClient implements LinkClient {
         this.addressFaults.delete(p.address);
         return { address: p.address, ok: false, error: kernelError(op, fault, object) };
       }
+      const fail = (code: string): AddressResult => ({ address: p.address, ok: false, error: kernelError(op, code, object) });
+      if (what === 'route') {
+        // NOTE: IPv6 refuses a route through a link that is down (fib6_nh_init, net/ipv6/route.c); a missing route is ESRCH.
+        if (kind === 'add' && p.family === 'ipv6' && !target.up) return fail('ENETDOWN');
+        if (kind === 'add' && target.routes.has(p.address)) return fail('EEXIST');
+        if (kind === 'delete' && !target.routes.delete(p.address)) return fail('ESRCH');
+        if (kind === 'add') target.routes.set(p.address, p);
+        return { address: p.address, ok: true };
+      }
       const have = target.addresses.has(p.address);
       if (kind === 'add') {
-        if (unassignable(p.address, p.family, target.name)) return { address: p.address, ok: false, error: kernelError(op, 'EADDRNOTAVAIL', object) };
-        if (have) return { address: p.address, ok: false, error: kernelError(op, 'EEXIST', object) };
+        if (unassignable(p.address, p.family, target.name)) return fail('EADDRNOTAVAIL');
+        if (have) return fail('EEXIST');
         if (p.address !== '0.0.0.0') target.addresses.set(p.address, p);
       } else {
-        if (!have) return { address: p.address, ok: false, error: kernelError(op, 'EADDRNOTAVAIL', object) };
+        if (!have) return fail('EADDRNOTAVAIL');
         target.addresses.delete(p.address);
       }
       return { address: p.address, ok: true };

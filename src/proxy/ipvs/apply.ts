@@ -10,6 +10,7 @@ import type { KernelClients } from './observe.js';
 import type { IpsetGrow, Plan } from './plan.js';
 import { capacityOf } from './ipsets.js';
 import type { ObservedState } from './types.js';
+import { boundForm } from './binding.js';
 
 /** What apply did, counted. */
 export interface ApplyCounts {
@@ -200,12 +201,13 @@ class Applier implements ApplyLog {
     if (addresses.length === 0) return;
     this.counts.linkCalls++;
     this.counts.addresses += addresses.length;
-    const { link, dummyName } = this.clients;
+    const { link, dummyName, binding } = this.clients;
+    const op = binding === 'route' ? `link.${kind}LocalRoute` : `link.${kind}Address`;
     let results;
     try {
-      results = kind === 'add' ? await link.addAddresses(dummyName, addresses) : await link.deleteAddresses(dummyName, addresses);
+      results = await boundForm(binding).change(link, kind, dummyName, addresses);
     } catch (e) {
-      this.fail(`${dummyName}`, e as Error, `link.${kind}Address`);
+      this.fail(`${dummyName}`, e as Error, op);
       if (e instanceof NetlinkError && e.code === 'ENODEV') this.missingLink();
       for (const a of addresses) this.retryScope.addresses.add(a);
       return;
@@ -218,7 +220,7 @@ class Applier implements ApplyLog {
         else this.observed.addresses.delete(a);
         return;
       }
-      if (this.fail(`${a} dev ${dummyName}`, r.error, `link.${kind}Address`) !== 'refused') this.retryScope.addresses.add(a);
+      if (this.fail(`${a} dev ${dummyName}`, r.error, op) !== 'refused') this.retryScope.addresses.add(a);
     });
   }
 

@@ -5,6 +5,7 @@ import type { IpvsClient } from '../../kernel/ipvs/client.js';
 import type { LinkClient } from '../../kernel/link.js';
 import { cidrsOfFamily, familyOf, inCidr } from '../../model/ip.js';
 import type { ObjectError } from '../../model/service.js';
+import { convertStrays } from './binding.js';
 import { applySysctls, conntrackSysctls, ipvsSysctls } from './sysctl.js';
 import type { NodeAddresses } from './verify.js';
 
@@ -43,18 +44,40 @@ export async function setIpvsTimeouts(ipvs: IpvsClient, t: Config['ipvs']): Prom
 }
 
 /**
- * Writes the sysctls (only those that differ) and ensures the dummy link. `created`: the link was
- * re-created (it has no addresses), null when it could not be ensured; `errors` names what failed.
+ * Writes the sysctls (only those that differ) and ensures the dummy link: up when Service IPs are
+ * bound as routes (IPv6 takes no route through a link that is down), and holding no IP in the
+ * other form (binding.ts: the wanted ones are bound first). `created`: the link was re-created
+ * (it has nothing bound), null when it could not be ensured; `bound`: IPs a conversion bound;
+ * `errors` names what failed.
  */
-export async function ensureNodeObjects(o: { config: Config; link: LinkClient; dummyName: string; sysctl?: typeof applySysctls }): Promise<{ created: boolean | null; errors: ObjectError[] }> {
+export async function ensureNodeObjects(o: {
+  config: Config;
+  link: LinkClient;
+  dummyName: string;
+  sysctl?: typeof applySysctls;
+  wanted?: ReadonlyMap<string, number>;
+}): Promise<{ created: boolean | null; errors: ObjectError[]; bound: string[] }> {
   const { config } = o;
   const failed = (o.sysctl ?? applySysctls)([...ipvsSysctls({ strictARP: config.ipvs.strictARP }), ...conntrackSysctls(config.conntrack)]);
   const errors: ObjectError[] = failed.map((f) => ({ object: `sysctl ${f.key}`, reason: `cannot set ${f.key}=${f.value}: ${f.error}` }));
+  const object = `link ${o.dummyName}`;
+  const reason = (e: unknown) => (e instanceof Error ? e.message : String(e));
+  let created: boolean;
   try {
-    const { created } = await o.link.ensureDummy(o.dummyName);
-    return { created, errors };
+    const ensured = await o.link.ensureDummy(o.dummyName);
+    created = ensured.created;
+    if (config.ipvs.addressBinding === 'route' && !ensured.link.up) await o.link.setUp(ensured.link);
   } catch (e) {
-    errors.push({ object: `link ${o.dummyName}`, reason: e instanceof Error ? e.message : String(e) });
-    return { created: null, errors };
+    errors.push({ object, reason: reason(e) });
+    return { created: null, errors, bound: [] };
+  }
+  if (created) return { created, errors, bound: [] };
+  try {
+    const converted = await convertStrays(o.link, o.dummyName, config.ipvs.addressBinding, o.wanted ?? new Map(), config.ipvs.excludeCIDRs);
+    errors.push(...converted.errors);
+    return { created, errors, bound: converted.bound };
+  } catch (e) {
+    errors.push({ object, reason: `cannot read what is bound on it: ${reason(e)}` });
+    return { created, errors, bound: [] };
   }
 }

@@ -4,7 +4,9 @@ import { isNotFound } from '../../kernel/errors.js';
 import type { IpvsClient } from '../../kernel/ipvs/client.js';
 import { observedDestination, serviceId } from '../../kernel/ipvs/types.js';
 import type { IpsetClient } from '../../kernel/ipset/types.js';
+import type { AddressBinding } from '../../config.js';
 import type { LinkClient } from '../../kernel/link.js';
+import { boundForm } from './binding.js';
 import { DestinationTable } from './destination-table.js';
 import { capacityOf, GROW_PREFIX } from './ipsets.js';
 import type { ObservedState } from './types.js';
@@ -15,6 +17,8 @@ export interface KernelClients {
   ipset: IpsetClient;
   link: LinkClient;
   dummyName: string;
+  /** How Service IPs are bound on the dummy link (binding.ts). */
+  binding: AddressBinding;
 }
 
 /** kube-proxy's prefix of the sets it owns. */
@@ -66,7 +70,7 @@ export async function readObserved(clients: KernelClients & { ownedSets?: readon
   }
 
   try {
-    for (const a of await clients.link.listAddresses(clients.dummyName)) observed.addresses.add(a);
+    for (const a of await boundForm(clients.binding).list(clients.link, clients.dummyName)) observed.addresses.add(a);
   } catch (e) {
     if (!isNotFound(e)) throw e;
   }

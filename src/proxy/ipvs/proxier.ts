@@ -86,6 +86,7 @@ export class IpvsProxier {
     this.verifier = new Verifier({
       read: o.clients.read ?? o.clients,
       dummyName: o.dummyName,
+      binding: o.config.ipvs.addressBinding,
       index: this.index,
       iptables: this.iptables,
       now: () => this.now(),
@@ -144,9 +145,11 @@ export class IpvsProxier {
    * every wanted one is bound again. The owned ipsets are created by the plan when missing.
    */
   private async ensureNode(scope: DesiredDelta | 'full'): Promise<void> {
-    const { created, errors } = await ensureNodeObjects({ config: this.o.config, link: this.o.clients.link, dummyName: this.o.dummyName, sysctl: this.o.sysctl });
+    const wanted = this.index.addresses();
+    const { created, errors, bound } = await ensureNodeObjects({ config: this.o.config, link: this.o.clients.link, dummyName: this.o.dummyName, sysctl: this.o.sysctl, wanted });
     this.nodeErrors = errors;
     if (created === null) return;
+    for (const a of bound) this.observed?.addresses.add(a);
     if (created && this.observed) this.observed.addresses.clear();
     if (created && scope !== 'full') for (const a of this.index.addresses().keys()) scope.addresses.add(a);
     this.linkMissing = false;
@@ -260,7 +263,7 @@ export class IpvsProxier {
     if ((full || this.linkMissing) && !config.dryRun) await this.ensureNode(scope);
     if (full) {
       this.takeAddresses(await this.readNodePortAddresses());
-      this.observed = await readObserved({ ipvs: clients.ipvs, ipset: clients.ipset, link: clients.link, dummyName: this.o.dummyName });
+      this.observed = await readObserved({ ipvs: clients.ipvs, ipset: clients.ipset, link: clients.link, dummyName: this.o.dummyName, binding: config.ipvs.addressBinding });
       this.whole = !config.dryRun;
       for (const key of new Set([...this.tracker.state().services.keys(), ...this.index.keys()])) this.update(key);
     }
@@ -351,7 +354,7 @@ export class IpvsProxier {
 
   /** Applies a plan; keeps what failed for the next sync (retry scope) or the next full sync (refusals). */
   private async applyFor(p: Plan, scope: DesiredDelta | 'full', beforeVirtualServers?: () => Promise<void>): Promise<ApplyResult> {
-    const result = await applyPlan(p, { ...this.o.clients, dummyName: this.o.dummyName }, this.observed!, beforeVirtualServers);
+    const result = await applyPlan(p, { ...this.o.clients, dummyName: this.o.dummyName, binding: this.o.config.ipvs.addressBinding }, this.observed!, beforeVirtualServers);
     this.shareDestinations(scope);
     for (const g of result.grown) this.o.logger.info(g, 'ipset grown ahead of need (a larger copy swapped in)');
     mergeDelta(this.retryScope, result.retryScope);

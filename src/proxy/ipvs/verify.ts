@@ -7,7 +7,9 @@ import { isNotFound } from '../../kernel/errors.js';
 import type { IpsetClient } from '../../kernel/ipset/types.js';
 import type { IpvsClient } from '../../kernel/ipvs/client.js';
 import { destinationId, observedDestination, serviceId, type Destination, type DestinationStatus, type ServiceKey, type ServiceStatus, type VirtualService } from '../../kernel/ipvs/types.js';
+import type { AddressBinding } from '../../config.js';
 import type { LinkClient } from '../../kernel/link.js';
+import { boundForm } from './binding.js';
 import { DestinationTable } from './destination-table.js';
 import { byAddress, sameDestination, sameIn, sameService } from './desired-compare.js';
 import { emptyDelta, mergeDelta, type DesiredDelta, type DesiredIndex } from './desired-index.js';
@@ -265,6 +267,8 @@ export interface VerifyHost {
   /** The sockets reads go through (separate from the writers'). */
   read: { ipvs: IpvsClient; ipset: IpsetClient; link: LinkClient };
   dummyName: string;
+  /** How Service IPs are bound on the dummy link (binding.ts). */
+  binding: AddressBinding;
   index: DesiredIndex;
   iptables: IptablesKeeper;
   now(): number;
@@ -406,7 +410,7 @@ export class Verifier {
         };
         await step(`set:${set}`, list, (read, touched, f) => foldSet(h.observed(), set, read?.entries ?? null, h.index.ipsetEntries(set), touched, f, read?.capacity ?? null));
       }
-      const addrs = (): Promise<string[]> => h.read.link.listAddresses(h.dummyName).catch((e) => (isNotFound(e) ? [] : Promise.reject(e)));
+      const addrs = (): Promise<string[]> => boundForm(h.binding).list(h.read.link, h.dummyName).catch((e) => (isNotFound(e) ? [] : Promise.reject(e)));
       await step('addresses', addrs, (list, touched, f) => foldAddresses(h.observed(), list, h.index.addresses(), touched, f));
       await pause('iptables');
       const prints = await h.iptables.read(await h.rules()); // iptables-save outside the queue

@@ -1,0 +1,73 @@
+// How Service IPs are made local through the dummy link (docs/decisions.md): a local route each
+// in the local table (`route`, the default), or an address each on the link (`address`, as
+// kube-proxy). The kernel binds N addresses to one link in O(N²) (each add walks the link's
+// list); N routes go into the FIB trie in O(N log N). The other form found on the link is a
+// stray: at each node step the wanted ones are bound this way first, then every stray removed,
+// so switching forms (or taking over from kube-proxy) never leaves a Service IP unbound.
+import type { AddressBinding } from '../../config.js';
+import type { AddressResult, LinkClient, LinkRef } from '../../kernel/link.js';
+import { inCidr } from '../../model/ip.js';
+import type { ObjectError } from '../../model/service.js';
+
+/** One form of binding: how its IPs are listed, added and deleted. */
+export interface BindingForm {
+  /** What the log and errors call one of them. */
+  readonly noun: string;
+  list(link: LinkClient, dummy: LinkRef): Promise<string[]>;
+  change(link: LinkClient, kind: 'add' | 'delete', dummy: LinkRef, addresses: readonly string[]): Promise<AddressResult[]>;
+}
+
+const FORMS: Record<AddressBinding, BindingForm> = {
+  route: {
+    noun: 'local route',
+    list: (link, dummy) => link.listLocalRoutes(dummy),
+    change: (link, kind, dummy, addresses) => (kind === 'add' ? link.addLocalRoutes(dummy, addresses) : link.deleteLocalRoutes(dummy, addresses)),
+  },
+  address: {
+    noun: 'address',
+    list: (link, dummy) => link.listAddresses(dummy),
+    change: (link, kind, dummy, addresses) => (kind === 'add' ? link.addAddresses(dummy, addresses) : link.deleteAddresses(dummy, addresses)),
+  },
+};
+
+/** The form Service IPs are bound in. */
+export function boundForm(how: AddressBinding): BindingForm {
+  return FORMS[how];
+}
+
+/** True for what is never a stray: IPv6 link-local (the kernel's own on an up link) and --ipvs-exclude-cidrs. */
+function kept(address: string, excludeCIDRs: readonly string[]): boolean {
+  return address.toLowerCase().startsWith('fe80:') || excludeCIDRs.some((c) => inCidr(address, c));
+}
+
+/**
+ * Finds the dummy's IPs bound in the other form; binds the wanted ones in `how`'s form, then
+ * removes every stray (an IP whose new form failed keeps its old one). `bound`: the IPs now bound
+ * in `how`'s form (or already were); `errors`: one per IP that failed.
+ */
+export async function convertStrays(
+  link: LinkClient,
+  dummy: LinkRef,
+  how: AddressBinding,
+  wanted: ReadonlyMap<string, number>,
+  excludeCIDRs: readonly string[],
+): Promise<{ bound: string[]; errors: ObjectError[] }> {
+  const stray = FORMS[how === 'route' ? 'address' : 'route'];
+  const found = (await stray.list(link, dummy)).filter((a) => !kept(a, excludeCIDRs));
+  if (found.length === 0) return { bound: [], errors: [] };
+  const name = typeof dummy === 'string' ? dummy : dummy.name;
+  const errors: ObjectError[] = [];
+  const fail = (form: BindingForm, r: AddressResult & { ok: false }) => errors.push({ object: `${form.noun} ${r.address} dev ${name}`, reason: r.error.message });
+  const bound: string[] = [];
+  const wantedStrays = found.filter((a) => wanted.has(a));
+  const keep = new Set<string>();
+  for (const r of await FORMS[how].change(link, 'add', dummy, wantedStrays)) {
+    if (r.ok || (r.error as { code?: string }).code === 'EEXIST') bound.push(r.address);
+    else {
+      keep.add(r.address);
+      fail(FORMS[how], r);
+    }
+  }
+  for (const r of await stray.change(link, 'delete', dummy, found.filter((a) => !keep.has(a)))) if (!r.ok) fail(stray, r);
+  return { bound, errors };
+}
