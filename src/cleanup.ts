@@ -8,6 +8,7 @@ import type { Logger } from './log.js';
 import { inCidr } from './model/ip.js';
 import { OWNED_SET_PREFIX } from './inspect.js';
 import { clearStateDir, STATE_DIR } from './state-dir.js';
+import { dropBridges } from './proxy/ipvs/binding.js';
 
 /** One step of the cleanup and what it came to. */
 interface Step {
@@ -66,7 +67,9 @@ export async function runCleanup(config: Config, logger: Logger): Promise<number
       run: async () => {
         const client = NetlinkLinkClient.open();
         try {
-          return (await client.deleteLink(DEFAULT_DUMMY_LINK, { kind: 'dummy' })) ? 'deleted' : 'absent';
+          // A conversion stopped half-way may have left local routes of ours through lo (binding.ts).
+          const bridges = (await dropBridges(client)).length === 0 ? '' : ' (some local routes through lo could not be deleted)';
+          return `${(await client.deleteLink(DEFAULT_DUMMY_LINK, { kind: 'dummy' })) ? 'deleted' : 'absent'}${bridges}`;
         } finally {
           client.close();
         }

@@ -10,7 +10,7 @@ export const VALUE_SETS: Record<string, object> = {
     clusterCIDR: '10.244.0.0/16,fd00:10:244::/56',
   },
   'custom scheduler': {
-    ipvs: { scheduler: 'mh', strictARP: true, excludeCIDRs: ['10.0.0.0/8', 'fd00::/64'], tcpTimeout: '15m', tcpFinTimeout: '2m', udpTimeout: '5m' },
+    ipvs: { scheduler: 'mh', strictARP: true, addressBinding: 'address', excludeCIDRs: ['10.0.0.0/8', 'fd00::/64'], tcpTimeout: '15m', tcpFinTimeout: '2m', udpTimeout: '5m' },
     nodePortAddresses: ['192.168.0.0/16'], logging: { format: 'json', verbosity: 2 },
   },
   'ServiceMonitor on': { serviceMonitor: { enabled: true, labels: { release: 'prometheus' }, metricRelabelings: [{ action: 'drop', regex: 'go_.*', sourceLabels: ['__name__'] }] } },

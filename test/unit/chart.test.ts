@@ -273,7 +273,7 @@ describe('chart values reach the daemon', () => {
       mode: 'ipvs', syncPeriodMs: 30_000, minSyncPeriodMs: 1_000, masqueradeAll: false, masqueradeBit: 14,
       clusterCIDRs: [], nodePortAddresses: [],
       healthzBindAddress: { host: '0.0.0.0', port: 10256 }, metricsBindAddress: { host: '127.0.0.1', port: 10249 },
-      ipvs: { scheduler: 'rr', strictARP: false, excludeCIDRs: [], tcpTimeoutMs: 0, tcpFinTimeoutMs: 0, udpTimeoutMs: 0 },
+      ipvs: { scheduler: 'rr', strictARP: false, addressBinding: 'route', excludeCIDRs: [], tcpTimeoutMs: 0, tcpFinTimeoutMs: 0, udpTimeoutMs: 0 },
       log: { format: 'text', verbosity: 0 },
     });
     expect(config.kubeconfig).toBeUndefined();
@@ -291,9 +291,9 @@ describe('chart values reach the daemon', () => {
     });
   });
 
-  it('custom scheduler, strict ARP, exclude CIDRs, IPVS timeouts, NodePort addresses, logging', () => {
+  it('custom scheduler, strict ARP, address binding, exclude CIDRs, IPVS timeouts, NodePort addresses, logging', () => {
     expect(daemonConfig('custom scheduler').config).toMatchObject({
-      ipvs: { scheduler: 'mh', strictARP: true, excludeCIDRs: ['10.0.0.0/8', 'fd00::/64'], tcpTimeoutMs: 900_000, tcpFinTimeoutMs: 120_000, udpTimeoutMs: 300_000 },
+      ipvs: { scheduler: 'mh', strictARP: true, addressBinding: 'address', excludeCIDRs: ['10.0.0.0/8', 'fd00::/64'], tcpTimeoutMs: 900_000, tcpFinTimeoutMs: 120_000, udpTimeoutMs: 300_000 },
       nodePortAddresses: ['192.168.0.0/16'], log: { format: 'json', verbosity: 2 },
     });
   });

@@ -12,9 +12,13 @@ import {
   deleteLinkRequest,
   dumpAddressesRequest,
   dumpLinksRequest,
+  dumpRoutesRequest,
   getLinkRequest,
+  localRouteRequest,
   newDummyRequest,
   parseHostAddress,
+  parseRoute,
+  setLinkUpRequest,
 } from '../../src/kernel/link/codec.js';
 import { ValidationError } from '../../src/kernel/errors.js';
 
@@ -66,6 +70,41 @@ describe('rtnl.link requests', () => {
 
   it('rejects an interface name longer than IFNAMSIZ-1 in the encoder too', () => {
     expect(() => native.encode('rtnl.link', [{ type: 18, attrs: { ifname: 'a'.repeat(16) } }])).toThrow(/ifname/);
+  });
+});
+
+describe('rtnl.link: setting a link up', () => {
+  it('RTM_NEWLINK on an index with ifi_flags = ifi_change = IFF_UP (`ip link set X up`)', () => {
+    const ifinfo = '00' + '00' + '0000' + '07000000' + '01000000' + '01000000';
+    expect(hex('rtnl.link', setLinkUpRequest(7))).toBe(nlh(32, 16, 0x0001) + ifinfo);
+  });
+});
+
+describe('rtnl.route requests (`ip route prepend local IP dev X table local proto static scope host`)', () => {
+  // rtmsg: family, dst_len, src_len 0, tos 0, table 255 (local), protocol 4 (static), scope 254 (host), type 2 (local), flags 0
+  const rtm = (family: string, len: string) => family + len + '0000' + 'ff' + '04' + 'fe' + '02' + '00000000';
+  const OIF = '08000400' + '03000000'; // RTA_OIF = 4, index 3
+
+  it('RTM_NEWROUTE 10.96.0.1/32: CREATE without EXCL, RTA_DST, RTA_OIF, no preferred source', () => {
+    expect(hex('rtnl.route', localRouteRequest('add', 3, '10.96.0.1'))).toBe(nlh(44, 24, 0x0401) + rtm('02', '20') + '08000100' + V4 + OIF);
+  });
+
+  it('RTM_NEWROUTE fd00::1/128 and RTM_DELROUTE of both: the same rtmsg (the protocol picks our route)', () => {
+    expect(hex('rtnl.route', localRouteRequest('add', 3, 'fd00::1'))).toBe(nlh(56, 24, 0x0401) + rtm('0a', '80') + '14000100' + V6 + OIF);
+    expect(hex('rtnl.route', localRouteRequest('delete', 3, '10.96.0.1'))).toBe(nlh(44, 25, 0x0001) + rtm('02', '20') + '08000100' + V4 + OIF);
+    expect(hex('rtnl.route', localRouteRequest('delete', 3, 'fd00::1'))).toBe(nlh(56, 25, 0x0001) + rtm('0a', '80') + '14000100' + V6 + OIF);
+  });
+
+  it('RTM_GETROUTE dump request: AF_UNSPEC, all zero rtmsg', () => {
+    expect(hex('rtnl.route', dumpRoutesRequest())).toBe(nlh(28, 26, 0x0001) + '00'.repeat(12));
+  });
+
+  it('parseRoute reads a dumped route back; RTA_TABLE wins over rtm_table; a bad destination length is EBADMSG', () => {
+    const [msg] = native.decode('rtnl.route', native.encode('rtnl.route', [localRouteRequest('add', 3, 'fd00::1')]));
+    expect(parseRoute('t', msg!)).toEqual({ address: 'fd00::1', family: 'ipv6', prefixLength: 128, oif: 3, table: 255, type: 2, protocol: 4 });
+    expect(parseRoute('t', { header: { family: 2, table: 252 }, attrs: { dst: new Uint8Array([10, 0, 0, 1]), oif: 1, table: 1000 } })).toMatchObject({ table: 1000 });
+    expect(parseRoute('t', { header: { family: 2 }, attrs: { oif: 1 } })).toBeNull(); // a default route: no destination
+    expect(() => parseRoute('t', { header: { family: 10 }, attrs: { dst: new Uint8Array(4), oif: 1 } })).toThrow(expect.objectContaining({ code: 'EBADMSG' }));
   });
 });
 

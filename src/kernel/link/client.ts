@@ -199,14 +199,16 @@ export class NetlinkLinkClient implements LinkClient {
   async listLocalRoutes(link: LinkRef): Promise<string[]> {
     const op = 'link.listLocalRoutes';
     const { index } = await this.resolve(op, link);
-    const where = { field: 'table', in: [R.RT_TABLE_LOCAL!] };
+    // Filtered on the protocol before decoding: the kernel's own routes (one per address, with
+    // --ipvs-address-binding=address) are never decoded.
+    const where = { field: 'protocol', in: [LOCAL_ROUTE_PROTOCOL] };
     const t = await this.conn.dumpTable('rtnl.route', dumpRoutesRequest(), op, undefined, { where, omit: UNREAD_ROUTE_ATTRS });
     const header = rowReader(t, 'header') as (row: number) => Record<string, number>;
     const attrs = rowReader(t);
     const out: string[] = [];
     for (let r = 0; r < t.rows; r++) {
       const route = parseRoute(op, { header: header(r), attrs: attrs(r) });
-      if (!route || route.oif !== index || route.type !== R.RTN_LOCAL || route.protocol !== LOCAL_ROUTE_PROTOCOL) continue;
+      if (!route || route.oif !== index || route.type !== R.RTN_LOCAL) continue;
       if (route.table === R.RT_TABLE_LOCAL && route.prefixLength === (route.family === 'ipv4' ? 32 : 128)) out.push(route.address);
     }
     return out;

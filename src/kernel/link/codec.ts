@@ -96,20 +96,20 @@ export const LOCAL_ROUTE_PROTOCOL = R.RTPROT_STATIC!;
 
 /**
  * RTM_NEWROUTE / RTM_DELROUTE of a host route of type `local` in the local table through link
- * `index` (`ip route add local 10.96.0.1/32 dev kube-ipvs0 table local proto static scope host
- * src 10.96.0.1`): the address is the node's without being an address of any link.
+ * `index` (`ip route prepend local 10.96.0.1/32 dev kube-ipvs0 table local proto static scope
+ * host`): the address is the node's without being an address of any link.
  */
 export function localRouteRequest(kind: 'add' | 'delete', index: number, address: string): NlRequest {
   const family = familyOf(address);
   if (!family) throw new Error(`invalid IP address ${JSON.stringify(address)}`);
-  const bytes = Buffer.from(ipToBytes(address));
   const add = kind === 'add';
-  // NOTE: CREATE without EXCL. An IPv4 route that differs from the kernel's for a bound address
-  // only by its protocol is inserted ahead of it instead of refused (fib_table_insert in
-  // net/ipv4/fib_trie.c), so an address can become a route with no gap; our own route again is
-  // EEXIST. IPv4 takes the address as preferred source (the node's connections to it come from
-  // it, as from an address); IPv6 refuses a source that no link holds (ip6_route_info_create).
-  // A delete names the protocol: the kernel's route for an address is left alone.
+  // NOTE: CREATE without EXCL: a route that differs from the kernel's own for an address of the
+  // same IP only by its protocol is inserted ahead of it instead of refused (fib_table_insert in
+  // net/ipv4/fib_trie.c; IPv6 tells them apart by metric), so an address can become a route with
+  // no gap; our own route again is EEXIST. No preferred source: the node's connections to a local
+  // destination come from that destination (ip_route_output_key_hash_rcu), and a route with one
+  // goes when an address of it is deleted (fib_sync_down_addr). A delete names the protocol, so
+  // the kernel's route for an address is left alone.
   return {
     type: add ? R.RTM_NEWROUTE! : R.RTM_DELROUTE!,
     ...(add ? { flags: N.NLM_F_CREATE! } : {}),
@@ -121,7 +121,7 @@ export function localRouteRequest(kind: 'add' | 'delete', index: number, address
       scope: R.RT_SCOPE_HOST!,
       type: R.RTN_LOCAL!,
     },
-    attrs: { dst: bytes, oif: index, ...(family === 'ipv4' ? { prefsrc: bytes } : {}) },
+    attrs: { dst: Buffer.from(ipToBytes(address)), oif: index },
   };
 }
 

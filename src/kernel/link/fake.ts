@@ -217,6 +217,10 @@ export class FakeLinkClient implements LinkClient {
       } else {
         if (!have) return fail('EADDRNOTAVAIL');
         target.addresses.delete(p.address);
+        // NOTE: a link's last IPv4 address gone, the kernel flushes its IPv4 routes (fib_inetaddr_event → fib_disable_ip).
+        if (p.family === 'ipv4' && ![...target.addresses.values()].some((a) => a.family === 'ipv4')) {
+          for (const [a, r] of target.routes) if (r.family === 'ipv4') target.routes.delete(a);
+        }
       }
       return { address: p.address, ok: true };
     });

@@ -45,7 +45,7 @@ export interface ApplyResult {
    * verification's read of the service list and of the destinations ends here, once per real server.
    */
   drift: Array<{ object: string; error: Error }>;
-  /** The dummy link was missing (ENODEV): the next sync re-creates it and binds every address again. */
+  /** The dummy link was missing (ENODEV) or down (ENETDOWN: setting it down drops its routes): the next sync re-ensures it and binds every address again. */
   linkMissing: boolean;
   /** Sets replaced by larger copies: name, capacity before and after, entries. */
   grown: Array<{ set: string; from: number; to: number; entries: number }>;
@@ -59,6 +59,11 @@ export interface ApplyResult {
  * splits every batch into sendmsg chunks anyway).
  */
 export const BATCH_SIZE = 4096;
+
+/** ENODEV: the dummy link is missing; ENETDOWN: it is down, so holds no route (an IPv6 one is refused). */
+function linkGone(e: unknown): boolean {
+  return e instanceof NetlinkError && (e.code === 'ENODEV' || e.code === 'ENETDOWN');
+}
 
 /** Applies one plan's sets and addresses, and keeps the record the IPVS part adds to. */
 class Applier implements ApplyLog {
@@ -208,13 +213,13 @@ class Applier implements ApplyLog {
       results = await boundForm(binding).change(link, kind, dummyName, addresses);
     } catch (e) {
       this.fail(`${dummyName}`, e as Error, op);
-      if (e instanceof NetlinkError && e.code === 'ENODEV') this.missingLink();
+      if (linkGone(e)) this.missingLink();
       for (const a of addresses) this.retryScope.addresses.add(a);
       return;
     }
     results.forEach((r, i) => {
       const a = addresses[i]!;
-      if (!r.ok && r.error instanceof NetlinkError && r.error.code === 'ENODEV') this.missingLink();
+      if (!r.ok && linkGone(r.error)) this.missingLink();
       if (r.ok || (kind === 'add' ? isExist(r.error) : isNotFound(r.error))) {
         if (kind === 'add') this.observed.addresses.add(a);
         else this.observed.addresses.delete(a);
@@ -224,7 +229,7 @@ class Applier implements ApplyLog {
     });
   }
 
-  /** The dummy link is gone, and every address with it. */
+  /** The dummy link is gone (or was set down), and every address with it. */
   private missingLink(): void {
     this.linkMissing = true;
     this.observed.addresses.clear();

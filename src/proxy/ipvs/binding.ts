@@ -40,10 +40,18 @@ function kept(address: string, excludeCIDRs: readonly string[]): boolean {
   return address.toLowerCase().startsWith('fe80:') || excludeCIDRs.some((c) => inCidr(address, c));
 }
 
+/** The link a conversion bridges through: always up, and it never loses its last IPv4 address. */
+export const BRIDGE_LINK = 'lo';
+
 /**
  * Finds the dummy's IPs bound in the other form; binds the wanted ones in `how`'s form, then
- * removes every stray (an IP whose new form failed keeps its old one). `bound`: the IPs now bound
- * in `how`'s form (or already were); `errors`: one per IP that failed.
+ * removes every stray (an IP that could not be bound the new way keeps its old one). `bound`: the
+ * IPs now bound in `how`'s form (or already were); `errors`: one per IP that failed.
+ *
+ * NOTE: when the dummy's last IPv4 address is deleted, the kernel flushes every IPv4 route
+ * through it (fib_inetaddr_event → fib_disable_ip, net/ipv4/fib_frontend.c). So addresses become
+ * routes over a bridge: each wanted IP gets a local route through lo first, the addresses go, the
+ * routes through the dummy are added, and then the bridge goes. No moment leaves one unbound.
  */
 export async function convertStrays(
   link: LinkClient,
@@ -57,17 +65,31 @@ export async function convertStrays(
   if (found.length === 0) return { bound: [], errors: [] };
   const name = typeof dummy === 'string' ? dummy : dummy.name;
   const errors: ObjectError[] = [];
-  const fail = (form: BindingForm, r: AddressResult & { ok: false }) => errors.push({ object: `${form.noun} ${r.address} dev ${name}`, reason: r.error.message });
-  const bound: string[] = [];
+  const fail = (form: BindingForm, r: { address: string; error: Error }, dev = name) => errors.push({ object: `${form.noun} ${r.address} dev ${dev}`, reason: r.error.message });
+  const taken = (r: AddressResult) => r.ok || (r.error as { code?: string }).code === 'EEXIST';
+  type Failed = AddressResult & { ok: false };
   const wantedStrays = found.filter((a) => wanted.has(a));
+  const bridged: string[] = [];
   const keep = new Set<string>();
-  for (const r of await FORMS[how].change(link, 'add', dummy, wantedStrays)) {
-    if (r.ok || (r.error as { code?: string }).code === 'EEXIST') bound.push(r.address);
+  // Route: the bridge through lo. Address: the addresses themselves (a route through the dummy goes with nothing).
+  const first = how === 'route' ? FORMS.route.change(link, 'add', BRIDGE_LINK, wantedStrays) : FORMS.address.change(link, 'add', dummy, wantedStrays);
+  for (const r of await first) {
+    if (taken(r)) bridged.push(r.address);
     else {
       keep.add(r.address);
-      fail(FORMS[how], r);
+      fail(FORMS[how], r as Failed, how === 'route' ? BRIDGE_LINK : name);
     }
   }
   for (const r of await stray.change(link, 'delete', dummy, found.filter((a) => !keep.has(a)))) if (!r.ok) fail(stray, r);
+  if (how === 'address') return { bound: bridged, errors };
+  const bound = (await FORMS.route.change(link, 'add', dummy, [...wanted.keys()])).filter(taken).map((r) => r.address);
+  for (const r of await FORMS.route.change(link, 'delete', BRIDGE_LINK, bridged)) if (!r.ok) fail(FORMS.route, r, BRIDGE_LINK);
   return { bound, errors };
+}
+
+/** Deletes local routes of ours through lo: a bridge a conversion stopped half-way left. */
+export async function dropBridges(link: LinkClient): Promise<ObjectError[]> {
+  const left = await link.listLocalRoutes(BRIDGE_LINK);
+  const results = left.length === 0 ? [] : await link.deleteLocalRoutes(BRIDGE_LINK, left);
+  return results.filter((r): r is AddressResult & { ok: false } => !r.ok).map((r) => ({ object: `local route ${r.address} dev ${BRIDGE_LINK}`, reason: r.error.message }));
 }

@@ -5,7 +5,7 @@ import type { IpvsClient } from '../../kernel/ipvs/client.js';
 import type { LinkClient } from '../../kernel/link.js';
 import { cidrsOfFamily, familyOf, inCidr } from '../../model/ip.js';
 import type { ObjectError } from '../../model/service.js';
-import { convertStrays } from './binding.js';
+import { convertStrays, dropBridges } from './binding.js';
 import { applySysctls, conntrackSysctls, ipvsSysctls } from './sysctl.js';
 import type { NodeAddresses } from './verify.js';
 
@@ -56,6 +56,8 @@ export async function ensureNodeObjects(o: {
   dummyName: string;
   sysctl?: typeof applySysctls;
   wanted?: ReadonlyMap<string, number>;
+  /** The daemon's first node step: also drops what a conversion stopped half-way left (binding.ts). */
+  first?: boolean;
 }): Promise<{ created: boolean | null; errors: ObjectError[]; bound: string[] }> {
   const { config } = o;
   const failed = (o.sysctl ?? applySysctls)([...ipvsSysctls({ strictARP: config.ipvs.strictARP }), ...conntrackSysctls(config.conntrack)]);
@@ -71,8 +73,9 @@ export async function ensureNodeObjects(o: {
     errors.push({ object, reason: reason(e) });
     return { created: null, errors, bound: [] };
   }
-  if (created) return { created, errors, bound: [] };
   try {
+    if (o.first) errors.push(...(await dropBridges(o.link)));
+    if (created) return { created, errors, bound: [] };
     const converted = await convertStrays(o.link, o.dummyName, config.ipvs.addressBinding, o.wanted ?? new Map(), config.ipvs.excludeCIDRs);
     errors.push(...converted.errors);
     return { created, errors, bound: converted.bound };

@@ -66,6 +66,8 @@ export class IpvsProxier {
   private retryScope: DesiredDelta = emptyDelta();
   private readonly now: () => number;
   private started = false;
+  /** The node objects were ensured once (the first time also drops half-done conversions). */
+  private nodeEnsured = false;
   /** A sync found the dummy link missing: the next one re-creates it. */
   private linkMissing = false;
   /** Sysctls and the dummy link that could not be ensured (reported once each). */
@@ -141,17 +143,22 @@ export class IpvsProxier {
 
   /**
    * Re-ensures the node-level objects (at start, on every full sync, and when a sync found the
-   * dummy link missing): the sysctls and the dummy link. A re-created link has no addresses:
-   * every wanted one is bound again. The owned ipsets are created by the plan when missing.
+   * dummy link missing or down): the sysctls and the dummy link. A re-created link has no
+   * addresses, a link that was down no routes: every wanted one is bound again. The owned ipsets
+   * are created by the plan when missing.
    */
   private async ensureNode(scope: DesiredDelta | 'full'): Promise<void> {
     const wanted = this.index.addresses();
-    const { created, errors, bound } = await ensureNodeObjects({ config: this.o.config, link: this.o.clients.link, dummyName: this.o.dummyName, sysctl: this.o.sysctl, wanted });
+    const first = !this.nodeEnsured;
+    const { created, errors, bound } = await ensureNodeObjects({ config: this.o.config, link: this.o.clients.link, dummyName: this.o.dummyName, sysctl: this.o.sysctl, wanted, first });
+    this.nodeEnsured = true;
     this.nodeErrors = errors;
     if (created === null) return;
     for (const a of bound) this.observed?.addresses.add(a);
-    if (created && this.observed) this.observed.addresses.clear();
-    if (created && scope !== 'full') for (const a of this.index.addresses().keys()) scope.addresses.add(a);
+    // Re-created, or found down by a sync (ENETDOWN: a link set down loses its routes): bind every wanted IP again.
+    const rebind = created || this.linkMissing;
+    if (rebind && this.observed) this.observed.addresses.clear();
+    if (rebind && scope !== 'full') for (const a of this.index.addresses().keys()) scope.addresses.add(a);
     this.linkMissing = false;
   }
 

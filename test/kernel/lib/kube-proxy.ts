@@ -11,6 +11,7 @@ import { expect } from 'vitest';
 
 import { type ControlPlane, startControlPlane } from './cluster.js';
 import { CLI, type Daemon, waitFor } from './daemon.js';
+import { boundAddresses, boundRoutes } from './bound.js';
 
 /** The node both proxies run as, its addresses, and the cluster CIDRs. */
 export const NODE = 'kip-node';
@@ -156,22 +157,13 @@ function normaliseIpset(text: string): string[] {
   return out.sort();
 }
 
-/** `f()`, or '' when it fails (kube-ipvs0 absent). */
-function orEmpty(f: () => string): string {
-  try {
-    return f();
-  } catch {
-    return '';
-  }
-}
-
 /** The kernel state either proxy writes, normalised for order (a few execs: each costs in UML). */
 export function capture(): Capture {
   const ipvs = sh('ipvsadm', '-Sn').split('\n').filter(Boolean).sort();
   const timeouts = [sh('ipvsadm', '-L', '--timeout').trim()];
   const ipset = normaliseIpset(sh('ipset', 'save'));
-  const addrs = orEmpty(() => sh('ip', '-o', 'addr', 'show', 'dev', 'kube-ipvs0')).split('\n').filter(Boolean)
-    .map((l) => l.split(/\s+/).slice(2, 4).join(' ')).sort();
+  // The Service IPs bound through kube-ipvs0: kube-proxy's addresses, this daemon's local routes.
+  const addrs = [...boundAddresses(), ...boundRoutes()].sort();
   const iptables = normaliseIptables(sh('iptables-legacy-save')).filter(notHint);
   const ip6tables = normaliseIptables(sh('ip6tables-legacy-save')).filter(notHint);
   const sysctl = Object.entries(readSysctls()).map(([k, v]) => `${k}=${v}`);

@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { httpGets, tally } from '../lib/clients.js';
 import { CLI, Daemon, Manifests, demoNetworkUp, waitFor } from '../lib/daemon.js';
 import { backendIP, demoService, demoSlice, docs } from '../lib/demo-manifests.js';
+import { boundRoutes } from '../lib/bound.js';
 import { assertIsolated } from '../lib/guard.js';
 
 assertIsolated();
@@ -79,7 +80,7 @@ describe(`externalIPs and node addresses as load-balancer IPs, externalTrafficPo
       const reals = [...ipvs.matchAll(new RegExp(`^-a -t ${ip.replace(/\./g, '\\.')}:80 -r (\\S+)`, 'gm'))].map((m) => m[1]);
       expect(reals, ip).toEqual([`10.244.${local.slice(2)}.2:8080`]);
     }
-    const bound = sh('ip', '-o', '-4', 'addr', 'show', 'dev', 'kube-ipvs0');
+    const bound = boundRoutes().join(' ');
     expect(bound).toContain('10.250.0.100/32');
     expect(bound).not.toMatch(/10\.250\.0\.1\/|10\.250\.0\.5\//);
     const ipvsIps = sh('ipset', 'list', 'KUBE-IPVS-IPS');

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { CLI, Daemon, Manifests, demoNetworkUp, waitFor } from '../lib/daemon.js';
+import { boundRoutes } from '../lib/bound.js';
 import { assertIsolated } from '../lib/guard.js';
 
 assertIsolated();
@@ -38,15 +39,15 @@ function procIpvs(): string {
 const setState = (name: string) => shell(`ipset save ${name} 2>&1; true`).split('\n').map((l) => l.replace(/ initval 0x[0-9a-f]+/, '')).sort().join('\n');
 /** The owned nat rules (counters dropped): one process. */
 const natState = () => sh('iptables-legacy-save', '-t', 'nat').split('\n').filter((l) => /KUBE-/.test(l) && !l.startsWith('#')).map((l) => l.replace(/\[\d+:\d+\]/g, '')).sort().join('\n');
-/** The dummy link's addresses: one process. */
-const addrState = () => shell('ip -o addr show dev kube-ipvs0 2>&1; true').replace(/valid_lft.*$/gm, '').replace(/^\d+: /gm, '').split('\n').sort().join('\n');
+/** The Service IPs bound through the dummy link (its local routes), and whether it is up. */
+const addrState = () => `${shell('ip -o link show dev kube-ipvs0 2>&1; true').includes(',UP') ? 'up' : 'down'} ${boundRoutes().join(' ')}`;
 
 /** Everything the proxy owns in the kernel, normalised (sorted, counters and comments dropped). */
 function snapshot(): string {
   const ipvs = sh('ipvsadm', '-Sn').split('\n').filter(Boolean).sort();
   const sets = sh('ipset', 'save').split('\n').filter((l) => / KUBE-/.test(l)).map((l) => l.replace(/ initval 0x[0-9a-f]+/, '')).sort(); // initval: random per create
   const link = shell('ip -o link show dev kube-ipvs0 >/dev/null 2>&1 && echo present || echo absent').trim();
-  const addrs = shell('ip -o addr show dev kube-ipvs0 2>/dev/null | awk \'{print $4}\' | sort; true').trim();
+  const addrs = boundRoutes().join('\n');
   const rules = ['nat', 'filter'].flatMap((t) =>
     sh('iptables-legacy-save', '-t', t).split('\n')
       .filter((l) => /KUBE-/.test(l) && !l.startsWith('#'))
@@ -204,9 +205,10 @@ describe('faults while traffic flows: each is repaired within one sync period (+
     }
   }, 900_000);
 
-  it('the dummy link deleted; its addresses flushed', async () => {
+  it('the dummy link deleted; its local routes flushed; the link set down (which drops its routes)', async () => {
     await repair('dummy link `kube-ipvs0` deleted', addrState, () => sh('ip', 'link', 'del', 'kube-ipvs0'));
-    await repair('addresses of `kube-ipvs0` flushed', addrState, () => sh('ip', 'addr', 'flush', 'dev', 'kube-ipvs0'));
+    await repair('local routes through `kube-ipvs0` flushed', addrState, () => sh('ip', 'route', 'flush', 'table', 'local', 'dev', 'kube-ipvs0'));
+    await repair('`kube-ipvs0` set down', addrState, () => sh('ip', 'link', 'set', 'kube-ipvs0', 'down'));
   });
 
   it('KUBE-SERVICES flushed; the jump into it deleted', async () => {

@@ -33,6 +33,9 @@ describe('inspect on a real kernel', () => {
     sh('ipset', 'create', 'not-ours', 'hash:ip');
     sh('ip', 'link', 'add', 'kube-ipvs0', 'type', 'dummy');
     sh('ip', 'addr', 'add', '10.96.0.10/32', 'dev', 'kube-ipvs0');
+    sh('ip', 'link', 'set', 'kube-ipvs0', 'up');
+    sh('ip', 'route', 'add', 'local', '10.96.0.11/32', 'dev', 'kube-ipvs0', 'table', 'local', 'proto', 'static', 'scope', 'host');
+    sh('ip', '-6', 'route', 'add', 'local', 'fd00::11/128', 'dev', 'kube-ipvs0', 'table', 'local', 'proto', 'static');
     sh('iptables-legacy', '-t', 'nat', '-N', 'KUBE-SERVICES');
     sh('iptables-legacy', '-t', 'nat', '-A', 'KUBE-SERVICES', '-d', '10.96.0.10/32', '-j', 'ACCEPT');
 
@@ -46,7 +49,8 @@ describe('inspect on a real kernel', () => {
       ]),
     });
     expect(r.ipsets).toEqual([{ name: 'KUBE-CLUSTER-IP', type: 'hash:ip,port', family: 'inet', entries: ['10.96.0.10,tcp:80'] }]);
-    expect(r.dummy).toEqual({ name: 'kube-ipvs0', exists: true, addresses: ['10.96.0.10'] });
+    // the link is up: the kernel gave it an IPv6 link-local address of its own
+    expect(r.dummy).toEqual({ name: 'kube-ipvs0', exists: true, addresses: ['10.96.0.10', expect.stringMatching(/^fe80:/)], routes: ['10.96.0.11', 'fd00::11'] });
     expect(r.iptables.backend).toBe('legacy');
     expect(r.iptables.nat).toEqual(expect.arrayContaining(['-A KUBE-SERVICES -d 10.96.0.10/32 -j ACCEPT']));
     expect(r.errors).toBeUndefined();

@@ -9,6 +9,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 import { CLI, Daemon, demoNetworkUp, waitFor } from '../lib/daemon.js';
+import { boundRoutes } from '../lib/bound.js';
 import { assertIsolated } from '../lib/guard.js';
 
 assertIsolated();
@@ -57,7 +58,7 @@ const start = async (...args: string[]) => {
   d = new Daemon([...ARGS, ...args]);
   d.start();
   await d.healthy();
-  await waitFor(`${LB_IP} on kube-ipvs0`, () => sh('ip', '-o', 'addr', 'show', 'dev', 'kube-ipvs0').includes(`${LB_IP}/32`));
+  await waitFor(`${LB_IP} on kube-ipvs0`, () => boundRoutes().includes(`${LB_IP}/32`));
 };
 beforeAll(() => demoNetworkUp());
 afterEach(async () => void (await d?.stop()));

@@ -34,6 +34,14 @@ export type LinkStep =
   | { addAddresses: Ref; of: string[]; is: Outcome }
   | { deleteAddresses: Ref; of: string[]; results: Outcome[] }
   | { deleteAddresses: Ref; of: string[]; is: Outcome }
+  /** setUp(link). */
+  | { setUp: Ref }
+  /** listLocalRoutes(link): the routes' addresses (sorted), or the error. */
+  | { listLocalRoutes: Ref; are: string[] }
+  | { listLocalRoutes: Ref; is: Outcome }
+  /** addLocalRoutes / deleteLocalRoutes: one outcome per input. */
+  | { addLocalRoutes: Ref; of: string[]; results: Outcome[] }
+  | { deleteLocalRoutes: Ref; of: string[]; results: Outcome[] }
   /** localAddresses(options), kept to the interfaces in `on`: `address interface` lines (sorted unless `ordered`). */
   | { localAddresses: LocalAddressOptions; on: string[]; are: string[]; ordered?: boolean }
   /** Done by another program. */
@@ -82,6 +90,16 @@ export async function runLinkCase(client: LinkClient, world: LinkWorld, c: LinkC
         expectOutcomes(r.value, step.results, where);
         if ('addresses' in step && step.addresses) expect(r.value.map((a) => a.address), where).toEqual(step.addresses);
       }
+    } else if ('setUp' in step) {
+      await client.setUp(ref(step.setUp));
+    } else if ('listLocalRoutes' in step) {
+      const r = await attempt(() => client.listLocalRoutes(ref(step.listLocalRoutes)));
+      if ('are' in step) expect(r.ok ? [...r.value].sort() : outcomeOf(r, 'error'), where).toEqual([...step.are].sort());
+      else expect(r.ok ? r.value : outcomeOf(r, step.is), where).toEqual(step.is);
+    } else if ('addLocalRoutes' in step || 'deleteLocalRoutes' in step) {
+      const r = await attempt(() => ('addLocalRoutes' in step ? client.addLocalRoutes(ref(step.addLocalRoutes), step.of) : client.deleteLocalRoutes(ref(step.deleteLocalRoutes), step.of)));
+      if (!r.ok) throw r.error;
+      expectOutcomes(r.value, step.results, where);
     } else {
       const all = await client.localAddresses(step.localAddresses);
       const lines = all.filter((a) => step.on.includes(a.interface)).map((a) => `${a.address} ${a.interface}`);
@@ -232,6 +250,53 @@ export const LINK_CASES: LinkCase[] = [
       { localAddresses: {}, on: ['kube-ipvs0'], are: [] },
       { ensureDummy: 'kube-ipvs0', created: true, link: DUMMY },
       { listAddresses: 'kube-ipvs0', are: [] },
+    ],
+  },
+  {
+    name: 'local routes: IPv6 refused through a link that is down (ENETDOWN); once up, both families; EEXIST again, ESRCH when gone; not addresses',
+    steps: [
+      { ensureDummy: 'kube-ipvs0', created: true, link: DUMMY },
+      { addLocalRoutes: 'kube-ipvs0', of: ['10.96.0.1', 'fd00::1'], results: ['ok', { code: 'ENETDOWN', op: 'link.addLocalRoute', object: 'fd00::1 dev kube-ipvs0' }] },
+      { setUp: 'kube-ipvs0' },
+      { getLink: 'kube-ipvs0', is: { ...DUMMY, up: true } },
+      { addLocalRoutes: 'kube-ipvs0', of: ['10.96.0.1', 'FD00::1', 'bad', '10.96.0.2', '2001:db8::a'], results: ['EEXIST', 'ok', 'ERR_INVALID_INPUT', 'ok', 'ok'] },
+      { listLocalRoutes: 'kube-ipvs0', are: ['10.96.0.1', '10.96.0.2', 'fd00::1', '2001:db8::a'] },
+      { localAddresses: {}, on: ['kube-ipvs0'], are: [] },
+      { deleteLocalRoutes: 'kube-ipvs0', of: ['10.96.0.1', '10.96.0.9', 'fd00::1', 'fd00::9'], results: ['ok', { code: 'ESRCH', op: 'link.deleteLocalRoute' }, 'ok', 'ESRCH'] },
+      { listLocalRoutes: 'kube-ipvs0', are: ['10.96.0.2', '2001:db8::a'] },
+      { listLocalRoutes: 'kipc-none', is: { code: 'ENODEV', op: 'link.listLocalRoutes' } },
+    ],
+  },
+  {
+    name: 'a local route and an address of the same IP coexist (the kernel keeps its own route for the address apart); deleting the link takes the routes',
+    steps: [
+      { ensureDummy: 'kipc5', created: true, link: { name: 'kipc5', kind: 'dummy', up: false } },
+      { setUp: 'kipc5' },
+      { addAddresses: 'kipc5', of: ['10.96.0.5', '10.96.0.6', 'fd00::5'], results: ['ok', 'ok', 'ok'] },
+      { addLocalRoutes: 'kipc5', of: ['10.96.0.5', 'fd00::5'], results: ['ok', 'ok'] },
+      { listLocalRoutes: 'kipc5', are: ['10.96.0.5', 'fd00::5'] },
+      { deleteAddresses: 'kipc5', of: ['10.96.0.5', 'fd00::5'], results: ['ok', 'ok'] },
+      { listLocalRoutes: 'kipc5', are: ['10.96.0.5', 'fd00::5'] },
+      { addAddresses: 'kipc5', of: ['10.96.0.5', 'fd00::5'], results: ['ok', 'ok'] },
+      { deleteLocalRoutes: 'kipc5', of: ['10.96.0.5', 'fd00::5'], results: ['ok', 'ok'] },
+      { localAddresses: {}, on: ['kipc5'], are: ['10.96.0.5 kipc5', '10.96.0.6 kipc5', 'fd00::5 kipc5'] },
+      { addLocalRoutes: 'kipc5', of: ['10.96.0.7'], results: ['ok'] },
+      { deleteLink: 'kipc5', kind: 'dummy', is: true },
+      { ensureDummy: 'kipc5', created: true, link: { name: 'kipc5', kind: 'dummy', up: false } },
+      { listLocalRoutes: 'kipc5', are: [] },
+    ],
+  },
+  {
+    name: 'deleting the last IPv4 address of a link drops the IPv4 local routes through it (not the IPv6 ones)',
+    steps: [
+      { ensureDummy: 'kipc6', created: true, link: { name: 'kipc6', kind: 'dummy', up: false } },
+      { setUp: 'kipc6' },
+      { addAddresses: 'kipc6', of: ['10.96.0.5', '10.96.0.6'], results: ['ok', 'ok'] },
+      { addLocalRoutes: 'kipc6', of: ['10.96.0.5', '10.96.0.7', 'fd00::7'], results: ['ok', 'ok', 'ok'] },
+      { deleteAddresses: 'kipc6', of: ['10.96.0.5'], results: ['ok'] },
+      { listLocalRoutes: 'kipc6', are: ['10.96.0.5', '10.96.0.7', 'fd00::7'] },
+      { deleteAddresses: 'kipc6', of: ['10.96.0.6'], results: ['ok'] },
+      { listLocalRoutes: 'kipc6', are: ['fd00::7'] },
     ],
   },
 ];
