@@ -163,17 +163,22 @@ export class NetlinkLinkClient implements LinkClient {
     return found;
   }
 
-  /** Addresses of the links `where` keeps (by index; filtered before decoding: kube-ipvs0 has one per Service IP). */
-  private async dumpAddresses(op: string, where: DumpOptions['where']): Promise<InterfaceAddress[]> {
-    const t = await this.conn.dumpTable('rtnl.addr', dumpAddressesRequest(), op, undefined, { where, omit: UNREAD_ADDRESS_ATTRS });
+  /** A dump as a table (only the replies `where` keeps decoded, without `omit`), each row through `parse` (null: skipped). */
+  private async dumpRows<T>(schema: string, request: NlRequest, op: string, opts: DumpOptions, parse: (op: string, row: { header: Record<string, number>; attrs: Record<string, unknown> }) => T | null): Promise<T[]> {
+    const t = await this.conn.dumpTable(schema, request, op, undefined, opts);
     const header = rowReader(t, 'header') as (row: number) => Record<string, number>;
     const attrs = rowReader(t);
-    const out: InterfaceAddress[] = [];
+    const out: T[] = [];
     for (let r = 0; r < t.rows; r++) {
-      const a = parseAddress(op, { header: header(r), attrs: attrs(r) });
-      if (a) out.push(a);
+      const v = parse(op, { header: header(r), attrs: attrs(r) });
+      if (v !== null) out.push(v);
     }
     return out;
+  }
+
+  /** Addresses of the links `where` keeps (by index; filtered before decoding: kube-ipvs0 has one per Service IP). */
+  private dumpAddresses(op: string, where: DumpOptions['where']): Promise<InterfaceAddress[]> {
+    return this.dumpRows('rtnl.addr', dumpAddressesRequest(), op, { where, omit: UNREAD_ADDRESS_ATTRS }, parseAddress);
   }
 
   async listAddresses(link: LinkRef): Promise<string[]> {
@@ -202,16 +207,9 @@ export class NetlinkLinkClient implements LinkClient {
     // Filtered on the protocol before decoding: the kernel's own routes (one per address, with
     // --ipvs-address-binding=address) are never decoded.
     const where = { field: 'protocol', in: [LOCAL_ROUTE_PROTOCOL] };
-    const t = await this.conn.dumpTable('rtnl.route', dumpRoutesRequest(), op, undefined, { where, omit: UNREAD_ROUTE_ATTRS });
-    const header = rowReader(t, 'header') as (row: number) => Record<string, number>;
-    const attrs = rowReader(t);
-    const out: string[] = [];
-    for (let r = 0; r < t.rows; r++) {
-      const route = parseRoute(op, { header: header(r), attrs: attrs(r) });
-      if (!route || route.oif !== index || route.type !== R.RTN_LOCAL) continue;
-      if (route.table === R.RT_TABLE_LOCAL && route.prefixLength === (route.family === 'ipv4' ? 32 : 128)) out.push(route.address);
-    }
-    return out;
+    const routes = await this.dumpRows('rtnl.route', dumpRoutesRequest(), op, { where, omit: UNREAD_ROUTE_ATTRS }, parseRoute);
+    const host = (r: (typeof routes)[number]) => r.prefixLength === (r.family === 'ipv4' ? 32 : 128);
+    return routes.filter((r) => r.oif === index && r.type === R.RTN_LOCAL && r.table === R.RT_TABLE_LOCAL && host(r)).map((r) => r.address);
   }
 
   addLocalRoutes(link: LinkRef, addresses: readonly string[]): Promise<AddressResult[]> {

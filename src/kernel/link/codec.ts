@@ -150,7 +150,7 @@ interface RouteAttrs {
 /** A route from an RTM_NEWROUTE message; null for other families and routes without a destination or link. Throws EBADMSG on a bad length. */
 export function parseRoute(op: string, msg: Pick<NlMessage, 'header' | 'attrs'>): LocalRoute | null {
   const h = msg.header;
-  const family = h.family === N.AF_INET ? 'ipv4' : h.family === N.AF_INET6 ? 'ipv6' : null;
+  const family = headerFamily(h);
   const a = msg.attrs as RouteAttrs;
   if (!family || !a.dst || a.oif === undefined) return null;
   if (a.dst.length !== (family === 'ipv4' ? 4 : 16)) throw malformed(op, `${family} route destination of ${a.dst.length} bytes`);
@@ -168,6 +168,11 @@ export function parseRoute(op: string, msg: Pick<NlMessage, 'header' | 'attrs'>)
 /** RTM_GETADDR dump of every address of both families (the kernel does not filter by link unless asked strictly). */
 export function dumpAddressesRequest(): NlRequest {
   return { type: R.RTM_GETADDR!, header: { family: N.AF_UNSPEC! } };
+}
+
+/** The IP family of a reply's fixed header (ifaddrmsg, rtmsg), or null for another family. */
+function headerFamily(h: NlMessage['header']): Family | null {
+  return h.family === N.AF_INET ? 'ipv4' : h.family === N.AF_INET6 ? 'ipv6' : null;
 }
 
 function malformed(op: string, what: string): NetlinkError {
@@ -196,7 +201,7 @@ interface AddrAttrs {
 /** An address from an RTM_NEWADDR message; null for families other than IPv4/IPv6. Throws EBADMSG on a bad length. */
 export function parseAddress(op: string, msg: Pick<NlMessage, 'header' | 'attrs'>): InterfaceAddress | null {
   const h = msg.header;
-  const family = h.family === N.AF_INET ? 'ipv4' : h.family === N.AF_INET6 ? 'ipv6' : null;
+  const family = headerFamily(h);
   if (!family) return null;
   const a = msg.attrs as AddrAttrs;
   const bytes = a.local ?? a.address;

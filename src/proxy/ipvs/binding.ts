@@ -5,7 +5,8 @@
 // stray: at each node step the wanted ones are bound this way first, then every stray removed,
 // so switching forms (or taking over from kube-proxy) never leaves a Service IP unbound.
 import type { AddressBinding } from '../../config.js';
-import type { AddressResult, LinkClient, LinkRef } from '../../kernel/link.js';
+import { isExist } from '../../kernel/errors.js';
+import { isIpv6LinkLocal, type AddressResult, type LinkClient, type LinkRef } from '../../kernel/link.js';
 import { inCidr } from '../../model/ip.js';
 import type { ObjectError } from '../../model/service.js';
 
@@ -37,7 +38,7 @@ export function boundForm(how: AddressBinding): BindingForm {
 
 /** True for what is never a stray: IPv6 link-local (the kernel's own on an up link) and --ipvs-exclude-cidrs. */
 function kept(address: string, excludeCIDRs: readonly string[]): boolean {
-  return address.toLowerCase().startsWith('fe80:') || excludeCIDRs.some((c) => inCidr(address, c));
+  return isIpv6LinkLocal(address, 'ipv6') || excludeCIDRs.some((c) => inCidr(address, c));
 }
 
 /** The link a conversion bridges through: always up, and it never loses its last IPv4 address. */
@@ -66,7 +67,7 @@ export async function convertStrays(
   const name = typeof dummy === 'string' ? dummy : dummy.name;
   const errors: ObjectError[] = [];
   const fail = (form: BindingForm, r: { address: string; error: Error }, dev = name) => errors.push({ object: `${form.noun} ${r.address} dev ${dev}`, reason: r.error.message });
-  const taken = (r: AddressResult) => r.ok || (r.error as { code?: string }).code === 'EEXIST';
+  const taken = (r: AddressResult) => r.ok || isExist(r.error);
   type Failed = AddressResult & { ok: false };
   const wantedStrays = found.filter((a) => wanted.has(a));
   const bridged: string[] = [];
