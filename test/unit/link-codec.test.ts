@@ -80,9 +80,9 @@ describe('rtnl.link: setting a link up', () => {
   });
 });
 
-describe('rtnl.route requests (`ip route prepend local IP dev X table local proto static scope host`)', () => {
-  // rtmsg: family, dst_len, src_len 0, tos 0, table 255 (local), protocol 4 (static), scope 254 (host), type 2 (local), flags 0
-  const rtm = (family: string, len: string) => family + len + '0000' + 'ff' + '04' + 'fe' + '02' + '00000000';
+describe('rtnl.route requests (`ip route prepend local IP dev X table local proto 107 scope host`)', () => {
+  // rtmsg: family, dst_len, src_len 0, tos 0, table 255 (local), protocol 107 (ours), scope 254 (host), type 2 (local), flags 0
+  const rtm = (family: string, len: string) => family + len + '0000' + 'ff' + '6b' + 'fe' + '02' + '00000000';
   const OIF = '08000400' + '03000000'; // RTA_OIF = 4, index 3
 
   it('RTM_NEWROUTE 10.96.0.1/32: CREATE without EXCL, RTA_DST, RTA_OIF, no preferred source', () => {
@@ -101,7 +101,7 @@ describe('rtnl.route requests (`ip route prepend local IP dev X table local prot
 
   it('parseRoute reads a dumped route back; RTA_TABLE wins over rtm_table; a bad destination length is EBADMSG', () => {
     const [msg] = native.decode('rtnl.route', native.encode('rtnl.route', [localRouteRequest('add', 3, 'fd00::1')]));
-    expect(parseRoute('t', msg!)).toEqual({ address: 'fd00::1', family: 'ipv6', prefixLength: 128, oif: 3, table: 255, type: 2, protocol: 4 });
+    expect(parseRoute('t', msg!)).toEqual({ address: 'fd00::1', family: 'ipv6', prefixLength: 128, oif: 3, table: 255, type: 2, protocol: 107 });
     expect(parseRoute('t', { header: { family: 2, table: 252 }, attrs: { dst: new Uint8Array([10, 0, 0, 1]), oif: 1, table: 1000 } })).toMatchObject({ table: 1000 });
     expect(parseRoute('t', { header: { family: 2 }, attrs: { oif: 1 } })).toBeNull(); // a default route: no destination
     expect(() => parseRoute('t', { header: { family: 10 }, attrs: { dst: new Uint8Array(4), oif: 1 } })).toThrow(expect.objectContaining({ code: 'EBADMSG' }));

@@ -11,7 +11,8 @@ const codes = (rs: ReadonlyArray<{ ok: boolean; error?: unknown }>) => rs.map((r
 describe('FakeLinkClient: the link case table', () => {
   it.each(LINK_CASES.map((c) => [c.name, c] as const))('%s', (_name, c) => {
     const fake = new FakeLinkClient();
-    return runLinkCase(fake, { addLink: async (name, kind) => void fake.addLink(name, kind, false) }, c);
+    // An operator's route is of another protocol: the fake holds only the client's own, as its dumps are filtered.
+    return runLinkCase(fake, { addLink: async (name, kind) => void fake.addLink(name, kind, false), addStaticRoute: async () => {} }, c);
   });
 });
 

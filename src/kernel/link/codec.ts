@@ -91,12 +91,18 @@ export function addressRequest(kind: 'add' | 'delete', index: number, address: s
   };
 }
 
-/** The protocol of the local routes the link client adds: tells them from the kernel's own (RTPROT_KERNEL) for a bound address. */
-export const LOCAL_ROUTE_PROTOCOL = R.RTPROT_STATIC!;
+/**
+ * The protocol (rtm_protocol) of the local routes the link client adds: tells them from the
+ * kernel's own for a bound address (RTPROT_KERNEL) and from anyone else's. Not RTPROT_STATIC:
+ * `ip route add … proto static` and systemd-networkd give an operator's routes that one, and the
+ * routes this client lists are the ones the proxy deletes. The kernel does not read values above
+ * RTPROT_STATIC; this one is in no `/etc/iproute2/rt_protos`.
+ */
+export const LOCAL_ROUTE_PROTOCOL = 107;
 
 /**
  * RTM_NEWROUTE / RTM_DELROUTE of a host route of type `local` in the local table through link
- * `index` (`ip route prepend local 10.96.0.1/32 dev kube-ipvs0 table local proto static scope
+ * `index` (`ip route prepend local 10.96.0.1/32 dev kube-ipvs0 table local proto 107 scope
  * host`): the address is the node's without being an address of any link.
  */
 export function localRouteRequest(kind: 'add' | 'delete', index: number, address: string): NlRequest {

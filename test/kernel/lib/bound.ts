@@ -1,5 +1,5 @@
 // The Service IPs bound through a dummy link, read with iproute2 as an operator would: the local
-// routes the daemon adds by default (`ip route show table local dev kube-ipvs0 proto static`,
+// routes the daemon adds by default (`ip route show table local dev kube-ipvs0 proto 107`,
 // --ipvs-address-binding=route) and the link's addresses (=address, and kube-proxy), as "IP/len".
 import { execFileSync } from 'node:child_process';
 
@@ -14,7 +14,7 @@ const run = (args: string[]): string => {
 /** "IP/32" and "IP/128" of the local routes the daemon adds through `dev`, sorted ([] when the link is missing). */
 export function boundRoutes(dev = 'kube-ipvs0'): string[] {
   return (['-4', '-6'] as const).flatMap((f) =>
-    run([f, '-o', 'route', 'show', 'table', 'local', 'dev', dev, 'proto', 'static'])
+    run([f, '-o', 'route', 'show', 'table', 'local', 'dev', dev, 'proto', '107'])
       .split('\n')
       .map((l) => /^local (\S+)/.exec(l)?.[1])
       .filter((a): a is string => a !== undefined)

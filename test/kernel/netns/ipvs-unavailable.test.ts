@@ -28,7 +28,7 @@ describe('a kernel without IPVS', () => {
   it('inspect reports IPVS unavailable and still reads the other sections from this namespace', async () => {
     const report = await gatherInspect({ ...realSources, ipvs: () => NetlinkIpvsClient.open(NO_SUCH_FAMILY) });
     expect(report.ipvs).toEqual({ available: false, reason: expect.any(String) });
-    expect(report.dummy).toEqual({ name: 'kube-ipvs0', exists: false, addresses: [] });
+    expect(report.dummy).toEqual({ name: 'kube-ipvs0', exists: false, addresses: [], routes: [] });
     expect(report.errors).toBeUndefined();
     expect(formatInspect(report)).toMatch(/^IPVS: unavailable \(/m);
   });

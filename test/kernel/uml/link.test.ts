@@ -34,6 +34,7 @@ afterAll(async () => {
 /** What another program does to links: iproute2. */
 const iproute2: LinkWorld = {
   addLink: async (name, kind) => void (await run('ip', ['link', 'add', name, 'type', kind, ...(kind === 'veth' ? ['peer', 'name', `${name}p`] : [])])),
+  addStaticRoute: async (dev, address) => void (await run('ip', ['route', 'add', 'local', address, 'dev', dev, 'table', 'local', 'proto', 'static'])),
 };
 
 describe('the link case table (the fake runs it too: test/unit/link-fake.test.ts)', () => {

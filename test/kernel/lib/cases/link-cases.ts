@@ -12,6 +12,8 @@ import { attempt, expectOutcomes, outcomeOf, type Outcome } from './outcome.js';
 export interface LinkWorld {
   /** Creates a link (down), as `ip link add NAME type KIND` does (a veth gets a peer). */
   addLink(name: string, kind: 'dummy' | 'veth'): Promise<void>;
+  /** Adds a local host route through `dev` as an operator would (`ip route add local IP dev DEV table local proto static`). */
+  addStaticRoute(dev: string, address: string): Promise<void>;
 }
 
 /** A link by name, or the link a step saved (`as`), by its index. */
@@ -45,7 +47,8 @@ export type LinkStep =
   /** localAddresses(options), kept to the interfaces in `on`: `address interface` lines (sorted unless `ordered`). */
   | { localAddresses: LocalAddressOptions; on: string[]; are: string[]; ordered?: boolean }
   /** Done by another program. */
-  | { outside: { addLink: string; kind: 'dummy' | 'veth' } };
+  | { outside: { addLink: string; kind: 'dummy' | 'veth' } }
+  | { outside: { staticRoute: string; dev: string } };
 
 export interface LinkCase {
   name: string;
@@ -60,7 +63,10 @@ export async function runLinkCase(client: LinkClient, world: LinkWorld, c: LinkC
   const ref = (r: Ref): LinkRef => (typeof r === 'string' ? r : saved.get(r.saved)!);
   for (const [i, step] of c.steps.entries()) {
     const where = `${c.name}: step ${i + 1} (${Object.keys(step)[0]})`;
-    if ('outside' in step) await world.addLink(step.outside.addLink, step.outside.kind);
+    if ('outside' in step) {
+      if ('addLink' in step.outside) await world.addLink(step.outside.addLink, step.outside.kind);
+      else await world.addStaticRoute(step.outside.dev, step.outside.staticRoute);
+    }
     else if ('ensureDummy' in step) {
       const r = await attempt(() => client.ensureDummy(step.ensureDummy));
       if ('is' in step) expect(r.ok ? view(r.value.link) : outcomeOf(r, step.is), where).toEqual(step.is);
@@ -284,6 +290,19 @@ export const LINK_CASES: LinkCase[] = [
       { deleteLink: 'kipc5', kind: 'dummy', is: true },
       { ensureDummy: 'kipc5', created: true, link: { name: 'kipc5', kind: 'dummy', up: false } },
       { listLocalRoutes: 'kipc5', are: [] },
+    ],
+  },
+  {
+    name: "an operator's static local routes through the link are not the client's: not listed, never deleted (ESRCH)",
+    steps: [
+      { ensureDummy: 'kipc7', created: true, link: { name: 'kipc7', kind: 'dummy', up: false } },
+      { setUp: 'kipc7' },
+      { outside: { staticRoute: '10.96.0.8', dev: 'kipc7' } },
+      { outside: { staticRoute: 'fd00::8', dev: 'kipc7' } },
+      { addLocalRoutes: 'kipc7', of: ['10.96.0.9', 'fd00::9'], results: ['ok', 'ok'] },
+      { listLocalRoutes: 'kipc7', are: ['10.96.0.9', 'fd00::9'] },
+      { deleteLocalRoutes: 'kipc7', of: ['10.96.0.8', 'fd00::8', '10.96.0.9', 'fd00::9'], results: ['ESRCH', 'ESRCH', 'ok', 'ok'] },
+      { listLocalRoutes: 'kipc7', are: [] },
     ],
   },
   {
