@@ -126,7 +126,6 @@ Napi::Object rtnlConstants(Napi::Env env) {
   KIP_CONST(o, RTM_GETROUTE);
   KIP_CONST(o, RTN_LOCAL);
   KIP_CONST(o, RT_TABLE_LOCAL);
-  KIP_CONST(o, RTPROT_KERNEL);
   KIP_CONST(o, IFF_UP);
   KIP_CONST(o, IFF_LOOPBACK);
   KIP_CONST(o, IFF_NOARP);

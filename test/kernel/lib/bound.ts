@@ -3,6 +3,8 @@
 // --ipvs-address-binding=route) and the link's addresses (=address, and kube-proxy), as "IP/len".
 import { execFileSync } from 'node:child_process';
 
+import { LOCAL_ROUTE_PROTOCOL } from '../../../src/kernel/link/codec.js';
+
 const run = (args: string[]): string => {
   try {
     return execFileSync('ip', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
@@ -14,7 +16,7 @@ const run = (args: string[]): string => {
 /** "IP/32" and "IP/128" of the local routes the daemon adds through `dev`, sorted ([] when the link is missing). */
 export function boundRoutes(dev = 'kube-ipvs0'): string[] {
   return (['-4', '-6'] as const).flatMap((f) =>
-    run([f, '-o', 'route', 'show', 'table', 'local', 'dev', dev, 'proto', '107'])
+    run([f, '-o', 'route', 'show', 'table', 'local', 'dev', dev, 'proto', String(LOCAL_ROUTE_PROTOCOL)])
       .split('\n')
       .map((l) => /^local (\S+)/.exec(l)?.[1])
       .filter((a): a is string => a !== undefined)

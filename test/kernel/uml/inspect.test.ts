@@ -5,6 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 
 import { main } from '../../../src/cli.js';
 import type { InspectReport } from '../../../src/inspect.js';
+import { LOCAL_ROUTE_PROTOCOL } from '../../../src/kernel/link/codec.js';
 import { assertIsolated } from '../lib/guard.js';
 
 assertIsolated();
@@ -34,8 +35,8 @@ describe('inspect on a real kernel', () => {
     sh('ip', 'link', 'add', 'kube-ipvs0', 'type', 'dummy');
     sh('ip', 'addr', 'add', '10.96.0.10/32', 'dev', 'kube-ipvs0');
     sh('ip', 'link', 'set', 'kube-ipvs0', 'up');
-    sh('ip', 'route', 'add', 'local', '10.96.0.11/32', 'dev', 'kube-ipvs0', 'table', 'local', 'proto', '107', 'scope', 'host');
-    sh('ip', '-6', 'route', 'add', 'local', 'fd00::11/128', 'dev', 'kube-ipvs0', 'table', 'local', 'proto', '107');
+    sh('ip', 'route', 'add', 'local', '10.96.0.11/32', 'dev', 'kube-ipvs0', 'table', 'local', 'proto', String(LOCAL_ROUTE_PROTOCOL), 'scope', 'host');
+    sh('ip', '-6', 'route', 'add', 'local', 'fd00::11/128', 'dev', 'kube-ipvs0', 'table', 'local', 'proto', String(LOCAL_ROUTE_PROTOCOL));
     sh('ip', 'route', 'add', 'local', '10.96.0.12/32', 'dev', 'kube-ipvs0', 'table', 'local', 'proto', 'static'); // an operator's: not ours
     sh('iptables-legacy', '-t', 'nat', '-N', 'KUBE-SERVICES');
     sh('iptables-legacy', '-t', 'nat', '-A', 'KUBE-SERVICES', '-d', '10.96.0.10/32', '-j', 'ACCEPT');
