@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "codec.h"
@@ -18,7 +19,12 @@ namespace {
 constexpr size_t kSlots = 64;            // datagrams per recvmmsg
 constexpr size_t kSlotSize = 64 * 1024;  // > the kernel's largest dump skb (32 KiB)
 constexpr int kMaxRcvbuf = 128 << 20;
-constexpr int kDumpRetries = 8;
+constexpr int kDumpRetries = 10;
+// Waits before an interrupted dump is tried again: 1 ms doubling, at most 100 ms (0.33 s in all).
+// NOTE: the kernel finishes some address changes in a workqueue after acknowledging them (IPv6:
+// addrconf_dad_work → addrconf_dad_completed, net/ipv6/addrconf.c), each bumping the generation a
+// dump checks: right after thousands of them, back-to-back retries all came back interrupted.
+constexpr int kDumpBackoffMaxMs = 100;
 constexpr int kTimeoutSeconds = 30;
 
 void setInt(int fd, int level, int opt, int val) { setsockopt(fd, level, opt, &val, sizeof val); }
@@ -252,6 +258,11 @@ std::vector<std::vector<uint8_t>> NlSocket::dump(std::vector<uint8_t>& buf) {
       continue;
     }
     if (!interrupted) return msgs;
+    if (attempt + 1 == kDumpRetries) break;
+    int waitMs = std::min(1 << attempt, kDumpBackoffMaxMs);
+    struct timespec ts = {0, waitMs * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
   }
   throw SysError(EINTR, "dump");
 }
