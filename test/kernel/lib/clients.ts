@@ -28,6 +28,37 @@ export function httpGets(from: string, host: string, opts: { port?: number; coun
   return out.replace(/\n$/, '').split('\n');
 }
 
+/** One attempt of connect-loop.mjs: when it started (epoch ms), how long it took, and its answer or error. */
+export interface Attempt {
+  t: number;
+  ms: number;
+  ok: boolean;
+  body?: string;
+  err?: string;
+}
+
+/**
+ * A fresh connection (one HTTP GET) from `from` to host:port every `intervalMs` for `durationMs`,
+ * each with its own deadline, in the background: resolves to every attempt once the loop is done
+ * (read after its output closed, not at its exit, which can come before the last of it).
+ */
+export function connectLoop(from: string, host: string, port: number, o: { intervalMs: number; durationMs: number; timeoutMs: number }): Promise<Attempt[]> {
+  const argv = runFrom(from, [process.execPath, `${REPO}test/kernel/lib/connect-loop.mjs`, host, String(port), String(o.intervalMs), String(o.durationMs), String(o.timeoutMs)]);
+  const child = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  return new Promise((resolve, reject) =>
+    child.on('close', (code) => {
+      try {
+        if (code !== 0) throw new Error(`exited ${code}`);
+        resolve(out.trim().split('\n').map((l) => JSON.parse(l) as Attempt));
+      } catch (e) {
+        reject(new Error(`client loop from ${from} to ${host}:${port}: ${(e as Error).message}`));
+      }
+    }),
+  );
+}
+
 /** The distinct first words of `answers` (the backends, or error:CODE), sorted. */
 export const who = (answers: string[]): string[] => [...new Set(answers.map((a) => a.split(' ')[0]!))].sort();
 

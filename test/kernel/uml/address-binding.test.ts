@@ -4,45 +4,27 @@
 // the default (a local route each, the link up), and back. No connection fails across either
 // switch, the node's own connections to a Service IP come from that IP as with an address, and
 // the other form is gone once the new daemon is up.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { boundAddresses, boundRoutes } from '../lib/bound.js';
+import { connectLoop } from '../lib/clients.js';
 import { Daemon, Manifests, demoNetworkUp, demoTeardown, waitFor } from '../lib/daemon.js';
 import { assertIsolated } from '../lib/guard.js';
 
 assertIsolated();
 
-const REPO = new URL('../../../', import.meta.url).pathname;
 const VIP = '10.96.0.10';
 const ARGS = ['--hostname-override', 'kip-node', '--cluster-cidr', '10.244.0.0/16', '--log-format', 'text', '--ipvs-min-sync-period', '100ms'];
 const linkUp = () => execFileSync('ip', ['-o', 'link', 'show', 'dev', 'kube-ipvs0'], { encoding: 'utf8' }).includes(',UP');
-
-interface Attempt {
-  t: number;
-  ok: boolean;
-  err?: string;
-}
-
-/** Connections to VIP:80 every 20 ms for `ms`, from the client namespace or the node. */
-function loop(from: 'client' | 'node', ms: number): Promise<Attempt[]> {
-  const argv = [process.execPath, `${REPO}test/kernel/lib/connect-loop.mjs`, VIP, '80', '20', String(ms), '2000'];
-  const cmd = from === 'client' ? ['ip', 'netns', 'exec', 'kip-client', ...argv] : argv;
-  const child = spawn(cmd[0]!, cmd.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
-  let out = '';
-  child.stdout.on('data', (d) => (out += d));
-  return new Promise((resolve, reject) =>
-    child.on('exit', (code) => (code === 0 ? resolve(out.trim().split('\n').map((l) => JSON.parse(l) as Attempt)) : reject(new Error(`client loop exited ${code}`)))),
-  );
-}
 
 let manifests: Manifests;
 let d: Daemon | undefined;
 
 /** Stops the running daemon and starts one with `flags`, while both loops run; what they saw. */
 async function switchTo(flags: string[], bound: () => boolean): Promise<Attempt[]> {
-  const loops = Promise.all([loop('client', 12_000), loop('node', 12_000)]);
+  const loops = Promise.all(['ns:kip-client', 'node'].map((from) => connectLoop(from, VIP, 80, { intervalMs: 20, durationMs: 12_000, timeoutMs: 2000 })));
   await new Promise((r) => setTimeout(r, 2_000));
   await d?.stop();
   d = new Daemon(['--manifests', manifests.dir, ...ARGS, ...flags]);

@@ -22,11 +22,11 @@
 // the SYNs that arrive unmasqueraded. An unreachable route for 10.96.0.0/12 makes the node's own
 // attempts fail at once until the cluster IP is bound. Both clients open a connection every 20 ms
 // (each with a 2 s deadline) from before the daemon starts until well after its first sync.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { runFrom } from '../lib/clients.js';
+import { connectLoop, type Attempt } from '../lib/clients.js';
 import { CLI, Daemon, Manifests, demoNetworkUp, waitFor } from '../lib/daemon.js';
 import { demoEndpoints, demoService, demoSlice, docs } from '../lib/demo-manifests.js';
 import { assertIsolated } from '../lib/guard.js';
@@ -54,26 +54,6 @@ function manifest(): string {
     demoSlice('kubernetes', [{ address: '10.249.0.2', node: null }], { namespace: 'default', name: 'kubernetes', portName: 'https' }),
   );
   return docs(...texts);
-}
-
-interface Attempt {
-  t: number;
-  ms: number;
-  ok: boolean;
-  body?: string;
-  err?: string;
-}
-
-/** The client loop from `where` (`ns:NAME` or `node`), to the kubernetes Service; resolves to its attempts. */
-function loop(where: string): Promise<Attempt[]> {
-  const argv = [process.execPath, `${REPO}test/kernel/lib/connect-loop.mjs`, '10.96.0.1', '443', String(INTERVAL_MS), String(LOOP_MS), String(TIMEOUT_MS)];
-  const cmd = runFrom(where, argv);
-  const child = spawn(cmd[0]!, cmd.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
-  let out = '';
-  child.stdout.on('data', (d) => (out += d));
-  return new Promise((resolve, reject) =>
-    child.on('exit', (code) => (code === 0 ? resolve(out.trim().split('\n').map((l) => JSON.parse(l) as Attempt)) : reject(new Error(`client loop in ${where} exited ${code}`)))),
-  );
 }
 
 /** What one client saw, relative to the daemon's start. "After" its first answer: started once that answer had come. */
@@ -158,7 +138,7 @@ describe(`cold start with ${SERVICES} Services, clients of default/kubernetes th
   let syns: Record<string, number>;
   beforeAll(async () => {
     expect(sh('ipvsadm -Sn').trim()).toBe('');
-    const loops = [loop('ns:kip-client'), loop('node')];
+    const loops = ['ns:kip-client', 'node'].map((from) => connectLoop(from, '10.96.0.1', 443, { intervalMs: INTERVAL_MS, durationMs: LOOP_MS, timeoutMs: TIMEOUT_MS }));
     await new Promise((r) => setTimeout(r, 500)); // the clients are failing before the daemon starts
     const t0 = Date.now();
     d = new Daemon(['--manifests', manifests.dir, '--hostname-override', 'kip-node', '--cluster-cidr', '10.244.0.0/16', '--log-format', 'text']);
