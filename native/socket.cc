@@ -75,6 +75,10 @@ void NlSocket::open() {
     setInt(fd, SOL_SOCKET, SO_SNDBUF, sndbuf);
   setInt(fd, SOL_NETLINK, NETLINK_EXT_ACK, 1);
   setInt(fd, SOL_NETLINK, NETLINK_CAP_ACK, 1);  // errors echo only the header, not the request
+  // rtnetlink: the kernel applies a dump request's filters (a route dump's table, protocol, type
+  // and link) instead of dumping everything, and rejects GET fields it would ignore. Kernels
+  // before 4.20 do not know the option; their dumps are unfiltered, and the client filters again.
+  if (protocol_ == NETLINK_ROUTE) setInt(fd, SOL_NETLINK, NETLINK_GET_STRICT_CHK, 1);
   timeval tv{kTimeoutSeconds, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   fd_ = fd;

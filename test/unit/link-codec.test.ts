@@ -12,7 +12,7 @@ import {
   deleteLinkRequest,
   dumpAddressesRequest,
   dumpLinksRequest,
-  dumpRoutesRequest,
+  dumpLocalRoutesRequest,
   getLinkRequest,
   localRouteRequest,
   newDummyRequest,
@@ -95,8 +95,9 @@ describe('rtnl.route requests (`ip route prepend local IP dev X table local prot
     expect(hex('rtnl.route', localRouteRequest('delete', 3, 'fd00::1'))).toBe(nlh(56, 25, 0x0001) + rtm('0a', '80') + '14000100' + V6 + OIF);
   });
 
-  it('RTM_GETROUTE dump request: AF_UNSPEC, all zero rtmsg', () => {
-    expect(hex('rtnl.route', dumpRoutesRequest())).toBe(nlh(28, 26, 0x0001) + '00'.repeat(12));
+  it('RTM_GETROUTE dump request, per family: the local table, our protocol, type local and the link as its filter', () => {
+    expect(hex('rtnl.route', dumpLocalRoutesRequest('ipv4', 3))).toBe(nlh(36, 26, 0x0001) + '02000000' + 'ff' + '6b' + '00' + '02' + '00000000' + OIF);
+    expect(hex('rtnl.route', dumpLocalRoutesRequest('ipv6', 3))).toBe(nlh(36, 26, 0x0001) + '0a000000' + 'ff' + '6b' + '00' + '02' + '00000000' + OIF);
   });
 
   it('parseRoute reads a dumped route back; RTA_TABLE wins over rtm_table; a bad destination length is EBADMSG', () => {

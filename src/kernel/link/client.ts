@@ -17,8 +17,9 @@ import {
   deleteLinkRequest,
   dumpAddressesRequest,
   dumpLinksRequest,
-  dumpRoutesRequest,
+  dumpLocalRoutesRequest,
   getLinkRequest,
+  HOST_PREFIX,
   LOCAL_ROUTE_PROTOCOL,
   localRouteRequest,
   isIpv6LinkLocal,
@@ -204,12 +205,21 @@ export class NetlinkLinkClient implements LinkClient {
   async listLocalRoutes(link: LinkRef): Promise<string[]> {
     const op = 'link.listLocalRoutes';
     const { index } = await this.resolve(op, link);
-    // Filtered on the protocol before decoding: the kernel's own routes (one per address, with
-    // --ipvs-address-binding=address) are never decoded.
+    // The kernel filters the dump (dumpLocalRoutesRequest); a kernel that does not is filtered
+    // here: on the protocol before decoding (the kernel's own route for each address is never
+    // decoded), then on the rest.
     const where = { field: 'protocol', in: [LOCAL_ROUTE_PROTOCOL] };
-    const routes = await this.dumpRows('rtnl.route', dumpRoutesRequest(), op, { where, omit: UNREAD_ROUTE_ATTRS }, parseRoute);
-    const host = (r: (typeof routes)[number]) => r.prefixLength === (r.family === 'ipv4' ? 32 : 128);
-    return routes.filter((r) => r.oif === index && r.type === R.RTN_LOCAL && r.table === R.RT_TABLE_LOCAL && host(r)).map((r) => r.address);
+    const out: string[] = [];
+    for (const family of ['ipv4', 'ipv6'] as const) {
+      const routes = await this.dumpRows('rtnl.route', dumpLocalRoutesRequest(family, index), op, { where, omit: UNREAD_ROUTE_ATTRS }, parseRoute).catch((e: unknown) => {
+        if (e instanceof NetlinkError && e.code === 'ENOENT') return []; // no local table in this family: nothing local yet
+        throw e;
+      });
+      const ours = (r: (typeof routes)[number]) =>
+        r.family === family && r.oif === index && r.type === R.RTN_LOCAL && r.table === R.RT_TABLE_LOCAL && r.prefixLength === HOST_PREFIX[family];
+      for (const r of routes) if (ours(r)) out.push(r.address);
+    }
+    return out;
   }
 
   addLocalRoutes(link: LinkRef, addresses: readonly string[]): Promise<AddressResult[]> {

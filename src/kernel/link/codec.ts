@@ -11,7 +11,7 @@ const R = constantsOf('rtnl');
 const N = constantsOf('netlink');
 
 const AF: Record<Family, number> = { ipv4: N.AF_INET!, ipv6: N.AF_INET6! };
-const HOST_PREFIX: Record<Family, number> = { ipv4: 32, ipv6: 128 };
+export const HOST_PREFIX: Record<Family, number> = { ipv4: 32, ipv6: 128 };
 
 /** Throws a ValidationError unless `name` is a valid interface name. */
 export function checkLinkName(op: string, name: unknown): asserts name is string {
@@ -131,9 +131,18 @@ export function localRouteRequest(kind: 'add' | 'delete', index: number, address
   };
 }
 
-/** RTM_GETROUTE dump of both families' routes (kept to the local table by the dump's filter). */
-export function dumpRoutesRequest(): NlRequest {
-  return { type: R.RTM_GETROUTE!, header: { family: N.AF_UNSPEC! } };
+/**
+ * RTM_GETROUTE dump of one family's local routes of ours through link `index`. The kernel walks
+ * only the local table and sends only the routes of our protocol, type and link when the socket
+ * asks for strict checking (the addon's rtnetlink sockets do): one pass over a node's full routing
+ * table per verification otherwise. ENOENT when the family has no local table yet.
+ */
+export function dumpLocalRoutesRequest(family: Family, index: number): NlRequest {
+  return {
+    type: R.RTM_GETROUTE!,
+    header: { family: AF[family], table: R.RT_TABLE_LOCAL!, protocol: LOCAL_ROUTE_PROTOCOL, type: R.RTN_LOCAL! },
+    attrs: { oif: index },
+  };
 }
 
 /** A route as parseRoute reads it: a host route's destination, the link it goes out of, its type and protocol. */

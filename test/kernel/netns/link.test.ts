@@ -4,11 +4,18 @@ assertIsolated();
 // The link client against the host kernel, in a fresh network namespace. The host kernel has
 // no dummy links (CONFIG_DUMMY off), so addresses are exercised on a veth pair, and
 // ensureDummy must fail cleanly.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 import { NetlinkError, ValidationError, isExist, isNotFound } from '../../../src/kernel/errors.js';
 import { LinkKindError, NetlinkLinkClient } from '../../../src/kernel/link.js';
+import { dumpLocalRoutesRequest, parseRoute } from '../../../src/kernel/link/codec.js';
 import { constantsOf, native, type NlMessage } from '../../../src/native/binding.js';
+import { CLI } from '../lib/daemon.js';
 import { delLink, run } from '../lib/netns.js';
 
 const client = NetlinkLinkClient.open();
@@ -210,6 +217,39 @@ describe('local addresses', () => {
       expect(() => sock.dump('rtnl.addr', req, { where: { field: 'index' } as never })).toThrow(/exactly one of in, notIn/);
     } finally {
       sock.close();
+    }
+  });
+
+  it('a local route dump carries its filter to the kernel: only our routes through the link come back, whatever else the tables hold', async () => {
+    const kipc = (await client.getLink('kipc'))!.index;
+    await client.addLocalRoutes('kipc', ['10.96.1.1', 'fd00::1:1']);
+    await client.addLocalRoutes('kipa', ['10.96.1.2', 'fd00::1:2']); // ours, through another link
+    await run('ip', ['route', 'add', 'local', '10.96.1.3', 'dev', 'kipc', 'table', 'local', 'proto', 'static']); // an operator's
+    execFileSync('ip', ['-batch', '-'], { input: Array.from({ length: 2000 }, (_, i) => `route add 198.18.${i >> 8}.${i & 255}/32 dev kipc`).join('\n') });
+    const sock = new native.Socket(constantsOf('netlink').NETLINK_ROUTE!);
+    try {
+      for (const [family, mine] of [['ipv4', '10.96.1.1'], ['ipv6', 'fd00::1:1']] as const) {
+        // no `where`: what the kernel itself sent
+        const sent = await sock.dump('rtnl.route', dumpLocalRoutesRequest(family, kipc));
+        expect(sent.map((m) => parseRoute('t', m)?.address)).toEqual([mine]);
+      }
+      expect((await client.listLocalRoutes('kipc')).sort()).toEqual(['10.96.1.1', 'fd00::1:1']);
+    } finally {
+      sock.close();
+      await client.deleteLocalRoutes('kipc', ['10.96.1.1', 'fd00::1:1']);
+      await client.deleteLocalRoutes('kipa', ['10.96.1.2', 'fd00::1:2']);
+      await run('ip', ['route', 'del', 'local', '10.96.1.3', 'dev', 'kipc', 'table', 'local']);
+    }
+  });
+
+  it('in a namespace whose loopback is still down (no IPv4 local table: the kernel answers ENOENT), there are no local routes: `cleanup` succeeds', () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'kip-state-'));
+    try {
+      const r = spawnSync('unshare', ['-n', process.execPath, CLI, 'cleanup'], { encoding: 'utf8', env: { ...process.env, KUBE_IPVS_PROXY_STATE_DIR: stateDir } });
+      expect(r.stdout + r.stderr).toMatch(/step="link kube-ipvs0" result="absent"/);
+      expect(r.status).toBe(0);
+    } finally {
+      rmSync(stateDir, { recursive: true, force: true });
     }
   });
 
