@@ -13,7 +13,7 @@ import type { IpvsClient } from '../../src/kernel/ipvs/client.js';
 import { FakeLinkClient } from '../../src/kernel/link.js';
 import { createLogger } from '../../src/log-json.js';
 import { IpvsProxier } from '../../src/proxy/ipvs/proxier.js';
-import { SERVICE_SLICE } from '../../src/proxy/ipvs/verify.js';
+import { SERVICE_SLICE } from '../../src/proxy/ipvs/verify-fold.js';
 import type { SourceHandler } from '../../src/source/types.js';
 import { fakeIptables, type FakeIptables } from './lib/fake-iptables.js';
 import { slice, svc } from './lib/objects.js';

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { serviceId, type DestinationStatus, type ServiceKey, type ServiceStatus, type VirtualService } from '../../src/kernel/ipvs/types.js';
 import { emptyDelta } from '../../src/proxy/ipvs/desired-index.js';
 import { emptyObserved } from '../../src/proxy/ipvs/observe.js';
-import { emptyFold, foldDestinations, foldSet, ServiceListFold } from '../../src/proxy/ipvs/verify.js';
+import { emptyFold, foldDestinations, foldSet, ServiceListFold } from '../../src/proxy/ipvs/verify-fold.js';
 
 const key: ServiceKey = { family: 'ipv4', protocol: 'tcp', address: '10.96.0.1', port: 80, fwmark: null };
 const ID = 'tcp/10.96.0.1:80';

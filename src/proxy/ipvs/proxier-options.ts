@@ -1,4 +1,4 @@
-// What the IPVS proxier is built from (its kernel clients and options) and what a sync reports.
+// What the IPVS proxier is built from (its kernel clients and options, and how they close) and what a sync reports.
 import type { Config } from '../../config.js';
 import type { IpsetClient } from '../../kernel/ipset/types.js';
 import type { IpvsClient } from '../../kernel/ipvs/client.js';
@@ -32,6 +32,16 @@ export interface ProxierClients {
   iptables: IptablesPair | Promise<IptablesPair>;
   /** Separate sockets for the periodic verification's reads, so they never queue partial syncs' writes (default: the above). */
   read?: { ipvs: IpvsClient; ipset: IpsetClient; link: LinkClient };
+}
+
+/** Closes every socket of `c` (the verification's own, and the one IPVS socket they may share). */
+export function closeClients(c: ProxierClients): void {
+  c.ipvs.close();
+  c.ipset.close();
+  c.link.close();
+  if (c.read && c.read.ipvs !== c.ipvs) c.read.ipvs.close();
+  c.read?.ipset.close();
+  c.read?.link.close();
 }
 
 /** What the proxier is built from. */

@@ -12,23 +12,23 @@ import { ChangeTracker } from '../changetracker.js';
 import { nodeZone } from '../topology.js';
 import { UdpConntrack } from '../conntrack.js';
 import { ErrorReporter, healthCheckErrors, kernelErrors, trackerHandler } from '../handler.js';
-import { applyPlan, type ApplyResult } from './apply.js';
-import { DestinationTable } from './destination-table.js';
+import type { ApplyResult } from './apply.js';
 import { desiredForService } from './desired.js';
 import { GracefulState, refreshDraining } from './graceful.js';
 import { DesiredIndex, emptyDelta, mergeDelta, type DesiredDelta } from './desired-index.js';
 import { DrainSchedule } from './drain.js';
 import { FamilyRulesBuilder } from './family-rules.js';
-import { capacityOf, GROW_PREFIX, OWNED_SETS } from './ipsets.js';
+import { capacityOf, GROW_PREFIX } from './ipsets.js';
 import { IptablesKeeper, type FamilyRules } from './iptables-keeper.js';
 import { differing, takeHandoff, writeHandoff } from './handoff.js';
 import { emptyObserved, isOwnedSetName, readObserved } from './observe.js';
-import { formatPlan, plan, type Plan } from './plan.js';
+import { formatPlan } from './plan.js';
+import { KernelRecord } from './kernel-record.js';
 import { ensureNodeObjects, readNodeAddresses, setIpvsTimeouts } from './node.js';
 import { countKernelOps } from './sync-metrics.js';
-import type { DesiredContext, ObservedState } from './types.js';
+import type { DesiredContext } from './types.js';
 import { Verifier, type NodeAddresses, type VerifyReport } from './verify.js';
-import type { IptablesPair, ProxierOptions, SyncReport } from './proxier-options.js';
+import { closeClients, type IptablesPair, type ProxierOptions, type SyncReport } from './proxier-options.js';
 import { SerialQueue } from '../../serial.js';
 
 export type { VerifyReport };
@@ -42,7 +42,6 @@ export class IpvsProxier {
   readonly tracker: ChangeTracker;
   private readonly index = new DesiredIndex();
   private readonly graceful = new GracefulState();
-  private observed: ObservedState | null = null;
   private nodePortAddresses: string[] = [];
   /** Every address of the node but the dummy link's (never bound there). */
   private nodeAddresses: string[] = [];
@@ -62,19 +61,14 @@ export class IpvsProxier {
   /** The whole kernel was read once (adopted, or a full sync): observed is worth a handoff record at close(). */
   private whole = false;
   private requestSync: () => void = () => {};
-  /** Objects whose ops failed: looked at again by the next (partial) sync. */
-  private retryScope: DesiredDelta = emptyDelta();
   private readonly now: () => number;
   private started = false;
   /** The node objects were ensured once (the first time also drops half-done conversions). */
   private nodeEnsured = false;
-  /** A sync found the dummy link missing: the next one re-creates it. */
-  private linkMissing = false;
   /** Sysctls and the dummy link that could not be ensured (reported once each). */
   private nodeErrors: ObjectError[] = [];
   private readonly familyRules = new FamilyRulesBuilder(this.index);
-  /** Objects the kernel refused for good (errors.ts): kept until the next full sync compares them again. */
-  private refused: ApplyResult['refused'] = [];
+  private readonly kernel: KernelRecord;
 
   private readonly errors: ErrorReporter;
   private readonly conntrack: UdpConntrack;
@@ -83,6 +77,7 @@ export class IpvsProxier {
     this.errors = new ErrorReporter(o.logger, o.events);
     this.conntrack = new UdpConntrack(o.conntrack);
     this.iptables = new IptablesKeeper(o.stateDir);
+    this.kernel = new KernelRecord({ index: this.index, graceful: this.graceful, config: o.config, clients: o.clients, dummyName: o.dummyName, logger: o.logger });
     this.iptablesDrivers = Promise.resolve(o.clients.iptables);
     this.iptablesDrivers.catch(() => {}); // a failure surfaces in the syncs that await it, not as an unhandled rejection
     this.verifier = new Verifier({
@@ -92,7 +87,7 @@ export class IpvsProxier {
       index: this.index,
       iptables: this.iptables,
       now: () => this.now(),
-      observed: () => this.observed!,
+      observed: () => this.kernel.observed!,
       serial: (fn) => this.queue.run(fn),
       readNodePortAddresses: (link) => this.readNodePortAddresses(link),
       node: async (scope, addresses) => {
@@ -154,12 +149,12 @@ export class IpvsProxier {
     this.nodeEnsured = true;
     this.nodeErrors = errors;
     if (created === null) return;
-    for (const a of bound) this.observed?.addresses.add(a);
+    for (const a of bound) this.kernel.observed?.addresses.add(a);
     // Re-created, or found down by a sync (ENETDOWN: a link set down loses its routes): bind every wanted IP again.
-    const rebind = created || this.linkMissing;
-    if (rebind && this.observed) this.observed.addresses.clear();
+    const rebind = created || this.kernel.linkMissing;
+    if (rebind && this.kernel.observed) this.kernel.observed.addresses.clear();
     if (rebind && scope !== 'full') for (const a of this.index.addresses().keys()) scope.addresses.add(a);
-    this.linkMissing = false;
+    this.kernel.linkMissing = false;
   }
 
   /** Recomputes the contribution of one service port key; returns what it touched. */
@@ -176,10 +171,10 @@ export class IpvsProxier {
    * back the partial syncs that follow.
    */
   async sync(opts: { full?: boolean; periodic?: boolean } = {}): Promise<SyncReport> {
-    const adopting = this.observed === null && !opts.full && !this.o.config.dryRun;
+    const adopting = this.kernel.observed === null && !opts.full && !this.o.config.dryRun;
     if (adopting) await this.adopt();
     try {
-      const report = await this.queue.run(() => this.syncNow(Boolean(opts.full) || this.observed === null));
+      const report = await this.queue.run(() => this.syncNow(Boolean(opts.full) || this.kernel.observed === null));
       return adopting ? { ...report, adopted: true } : report;
     } finally {
       if (opts.periodic && !opts.full && !this.verifying && !this.o.config.dryRun) {
@@ -199,15 +194,15 @@ export class IpvsProxier {
     let first: ReadonlySet<string> | undefined;
     await this.queue.run(async () => {
       if (!this.started) await this.prepare();
-      this.observed = emptyObserved();
+      const observed = (this.kernel.observed = emptyObserved());
       // Sets that exist are known to exist, and their sizes (their entries are read by the
       // verification); the plan creates the owned ones that do not.
       for (const h of await this.o.clients.ipset.listHeaders()) {
         if (h.name.startsWith(GROW_PREFIX)) await this.o.clients.ipset.destroy(h.name, { exist: true }); // a copy a dead daemon left half-built
         if (!isOwnedSetName(h.name)) continue;
-        this.observed.ipsets.set(h.name, new Set());
+        observed.ipsets.set(h.name, new Set());
         const capacity = capacityOf(h);
-        if (capacity !== null) this.observed.ipsetCapacity.set(h.name, capacity);
+        if (capacity !== null) observed.ipsetCapacity.set(h.name, capacity);
       }
       this.takeAddresses(await this.readNodePortAddresses());
       changed = this.tracker.takeChanged();
@@ -221,7 +216,7 @@ export class IpvsProxier {
     // After the writes, not before them (one conntrack process per UDP VIP), as a sync does.
     await this.queue.run(() => this.conntrack.clean(this.tracker.state(), changed));
     if (r === null) {
-      this.observed = null;
+      this.kernel.observed = null;
       throw new Error('adopting the kernel state failed (see the verification warning); retrying');
     }
     this.whole = true;
@@ -236,8 +231,7 @@ export class IpvsProxier {
    */
   private async rulesFirst(): Promise<void> {
     const scope = emptyDelta();
-    const result = await this.applyFor(this.planFor(scope), scope);
-    mergeDelta(this.retryScope, result.retryScope);
+    await this.kernel.apply(this.kernel.planFor(scope), scope); // its failures: in the retry scope
     try {
       await this.iptables.sync(await this.rules(), false);
       this.iptables.trustRestored(); // the verification that follows reads nothing back
@@ -266,20 +260,20 @@ export class IpvsProxier {
     phase('prepare');
     const changed = this.tracker.takeChanged();
     let scope: DesiredDelta | 'full' = 'full';
-    if (!full) scope = this.index.mergeDeltas([this.retryScope, ...[...changed].map((k) => this.update(k))]);
-    if ((full || this.linkMissing) && !config.dryRun) await this.ensureNode(scope);
+    if (!full) scope = this.index.mergeDeltas([this.kernel.retryScope, ...[...changed].map((k) => this.update(k))]);
+    if ((full || this.kernel.linkMissing) && !config.dryRun) await this.ensureNode(scope);
     if (full) {
       this.takeAddresses(await this.readNodePortAddresses());
-      this.observed = await readObserved({ ipvs: clients.ipvs, ipset: clients.ipset, link: clients.link, dummyName: this.o.dummyName, binding: config.ipvs.addressBinding });
+      this.kernel.observed = await readObserved({ ipvs: clients.ipvs, ipset: clients.ipset, link: clients.link, dummyName: this.o.dummyName, binding: config.ipvs.addressBinding });
       this.whole = !config.dryRun;
       for (const key of new Set([...this.tracker.state().services.keys(), ...this.index.keys()])) this.update(key);
     }
-    this.retryScope = emptyDelta();
+    this.kernel.retryScope = emptyDelta();
     phase('read');
     if (scope !== 'full') this.verifier.touch(scope, this.graceful.draining.keys());
     // The plan uses the drain counts last read (drain.ts): reading them first would hold
     // every change back by a dump of each draining service.
-    const p = this.planFor(scope);
+    const p = this.kernel.planFor(scope);
     phase('plan');
     if (config.dryRun) {
       (this.o.out ?? ((t) => process.stdout.write(t)))(formatPlan(p));
@@ -294,7 +288,7 @@ export class IpvsProxier {
       await this.iptables.sync(await this.rules(), full).catch((e: unknown) => void (rulesError = e ?? new Error('iptables sync failed')));
       iptablesMs = Math.round(this.now() - t);
     };
-    const result = await this.applyFor(p, scope, rules);
+    const result = await this.kernel.apply(p, scope, rules);
     await this.conntrack.clean(this.tracker.state(), changed);
     phase('apply');
     phases.apply! -= iptablesMs;
@@ -321,9 +315,9 @@ export class IpvsProxier {
    * drained ones are deleted now, not by the next sync (up to --ipvs-sync-period later).
    */
   private async countDraining(): Promise<void> {
-    if (this.closed || !this.observed) return;
+    if (this.closed || !this.kernel.observed) return;
     try {
-      const counted = await refreshDraining(this.o.clients.ipvs, this.observed, this.graceful);
+      const counted = await refreshDraining(this.o.clients.ipvs, this.kernel.observed, this.graceful);
       if (counted.drained > 0 || this.graceful.timedOut(this.o.config.gracefulTerminationTimeoutMs)) await this.deleteDrained();
     } catch (e) {
       this.o.logger.warn({ err: e instanceof Error ? e.message : String(e) }, "counting the draining real servers' connections failed; the next count tries again");
@@ -335,8 +329,8 @@ export class IpvsProxier {
     const t0 = this.now();
     const scope = emptyDelta();
     this.verifier.touch(scope, this.graceful.draining.keys()); // newer than a verification's read in flight
-    const p = this.planFor(scope);
-    const result = await this.applyFor(p, scope);
+    const p = this.kernel.planFor(scope);
+    const result = await this.kernel.apply(p, scope);
     this.countKernelOps(result);
     if (result.errors.length) this.report(result);
     this.o.logger.info({ deleted: p.counts.deleteDestination, ops: p.ipvs.length, errors: result.errors.length, durationMs: Math.round(this.now() - t0) }, 'drained real servers deleted');
@@ -348,46 +342,10 @@ export class IpvsProxier {
     await this.drain.counted();
   }
 
-  /** The plan of `scope` against the observed state, with the drain counts last read. */
-  private planFor(scope: DesiredDelta | 'full'): Plan {
-    const { config } = this.o;
-    return plan(this.index, this.observed!, scope, this.graceful, {
-      now: Date.now(),
-      gracefulTimeoutMs: config.gracefulTerminationTimeoutMs,
-      excludeCIDRs: config.ipvs.excludeCIDRs,
-      ownedSets: OWNED_SETS,
-    });
-  }
-
-  /** Applies a plan; keeps what failed for the next sync (retry scope) or the next full sync (refusals). */
-  private async applyFor(p: Plan, scope: DesiredDelta | 'full', beforeVirtualServers?: () => Promise<void>): Promise<ApplyResult> {
-    const result = await applyPlan(p, { ...this.o.clients, dummyName: this.o.dummyName, binding: this.o.config.ipvs.addressBinding }, this.observed!, beforeVirtualServers);
-    this.shareDestinations(scope);
-    for (const g of result.grown) this.o.logger.info(g, 'ipset grown ahead of need (a larger copy swapped in)');
-    mergeDelta(this.retryScope, result.retryScope);
-    if (result.linkMissing) this.linkMissing = true;
-    const refused = result.refused;
-    // The objects in a partial scope were compared again: their old refusals are replaced by the new ones.
-    const compared = (object: string) => scope !== 'full' && scope.virtualServers.has(object.split(' ')[0]!);
-    this.refused = scope === 'full' ? refused : [...this.refused.filter((r) => !compared(r.object)), ...refused];
-    return result;
-  }
-
-  /** The observed real servers of the virtual servers in `scope` that are now the desired ones take the desired list itself (one array for both). */
-  private shareDestinations(scope: DesiredDelta | 'full'): void {
-    const desired = this.index.virtualServers();
-    const observed = this.observed!.virtualServers;
-    for (const id of scope === 'full' ? desired.keys() : scope.virtualServers) {
-      const o = observed.get(id)?.destinations;
-      const d = desired.get(id);
-      if (d !== undefined && o instanceof DestinationTable) o.share(d.destinations);
-    }
-  }
-
   private report(result: ApplyResult): void {
     const transient = result.errors.filter((e) => !result.refused.includes(e));
     const owner = (vs: string) => this.index.virtualServers().get(vs)?.owner;
-    this.errors.report([...this.tracker.errors(), ...this.index.errors(), ...this.nodeErrors, ...kernelErrors([...this.refused, ...transient], owner), ...this.healthErrors]);
+    this.errors.report([...this.tracker.errors(), ...this.index.errors(), ...this.nodeErrors, ...kernelErrors([...this.kernel.refused, ...transient], owner), ...this.healthErrors]);
   }
 
   /** The periodic verification (see Verifier); null when a read failed (logged; the next period tries again). */
@@ -410,9 +368,9 @@ export class IpvsProxier {
 
   /** Plans and applies `scope` inside a verification; failures go to the next partial sync. */
   private async repair(scope: DesiredDelta): Promise<{ ops: number; errors: number; drift: number }> {
-    await refreshDraining(this.o.clients.ipvs, this.observed!, this.graceful);
-    const p = this.planFor(scope);
-    const result = await this.applyFor(p, scope);
+    await refreshDraining(this.o.clients.ipvs, this.kernel.observed!, this.graceful);
+    const p = this.kernel.planFor(scope);
+    const result = await this.kernel.apply(p, scope);
     this.countKernelOps(result);
     this.report(result);
     if (result.retry) this.requestSync();
@@ -430,7 +388,7 @@ export class IpvsProxier {
 
   /** Adds what an apply did to the kernel-op counters (sync-metrics.ts). */
   private countKernelOps(result: ApplyResult): void {
-    if (this.o.metrics) countKernelOps(this.o.metrics, this.observed!, result);
+    if (this.o.metrics) countKernelOps(this.o.metrics, this.kernel.observed!, result);
   }
 
   /** The iptables rules of each family (family-rules.ts). */
@@ -440,16 +398,10 @@ export class IpvsProxier {
 
   /** Closes the sockets; with a state directory, first leaves what is programmed for the next daemon (handoff.ts). */
   close(): void {
-    if (this.o.stateDir && this.whole && this.observed && !this.closed) writeHandoff(this.o.stateDir, this.observed);
+    if (this.o.stateDir && this.whole && this.kernel.observed && !this.closed) writeHandoff(this.o.stateDir, this.kernel.observed);
     this.closed = true;
     this.drain.stop();
-    const c = this.o.clients;
-    c.ipvs.close();
-    c.ipset.close();
-    c.link.close();
-    if (c.read && c.read.ipvs !== c.ipvs) c.read.ipvs.close();
-    c.read?.ipset.close();
-    c.read?.link.close();
+    closeClients(this.o.clients);
   }
 }
 
