@@ -9,7 +9,7 @@ import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { boundAddresses, boundRoutes } from '../lib/bound.js';
-import { connectLoop } from '../lib/clients.js';
+import { connectLoop, type Attempt } from '../lib/clients.js';
 import { Daemon, Manifests, demoNetworkUp, demoTeardown, waitFor } from '../lib/daemon.js';
 import { assertIsolated } from '../lib/guard.js';
 
